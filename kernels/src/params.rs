@@ -1,0 +1,187 @@
+//! Kernel parameter structs, `#[repr(C)]`, shared by the kernels and the
+//! host launches: a launch passes one of these by value, so both sides agree
+//! on every field's type and place. Device addresses are `u64`.
+
+/// One expert that received at least one (token, k) pair, written by the
+/// routing kernel in ascending expert order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActiveExpert {
+    /// Expert id.
+    pub expert: u32,
+    /// First slot of its pairs in `sorted_pairs`.
+    pub start: u32,
+    /// Number of its pairs.
+    pub count: u32,
+    /// Padding (16-byte records).
+    pub pad: u32,
+}
+
+/// The gated activation applied after FC1 (DESIGN.md §4).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActKind {
+    /// `silu(g) * u`.
+    Silu = 0,
+    /// `silu(min(g, limit)) * clamp(u, -limit, limit)`.
+    ClampedSilu = 1,
+    /// GPT-OSS: `g' * sigmoid(alpha g') * (u' + 1)`, `g' = min(g, limit)`,
+    /// `u' = clamp(u, -limit, limit)`.
+    GptOss = 2,
+}
+
+/// Routing: group the (token, k) pairs by expert.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RouteParams {
+    /// `i32 [pairs]` expert ids (row-major `[M, topk]`).
+    pub topk_ids: u64,
+    /// `u32 [pairs]` out: pair indices sorted by (expert, pair).
+    pub sorted_pairs: u64,
+    /// `ActiveExpert [n_experts]` out.
+    pub active: u64,
+    /// `u32` out: number of active experts.
+    pub n_active: u64,
+    /// `u32` in/out: running count of out-of-range ids (not -1).
+    pub invalid_count: u64,
+    /// M * topk.
+    pub pairs: u32,
+    /// Number of experts.
+    pub n_experts: u32,
+    /// Power of two >= pairs (the sort's length).
+    pub sort_len: u32,
+    /// Padding.
+    pub pad: u32,
+}
+
+/// FC1 (x -> h, with the gated activation) or FC2 (h -> y, times alpha2 and
+/// the routing weight): the same streaming GEMM, different epilogues.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FcParams {
+    /// Packed codes in the [`crate::tile`] layout.
+    pub codes: u64,
+    /// E4M3 scales in the [`crate::tile`] layout.
+    pub scales: u64,
+    /// `f32 [E]`: FC1 gate global scale, or FC2 alpha2.
+    pub alpha_a: u64,
+    /// `f32 [E]`: FC1 up global scale (unused by FC2).
+    pub alpha_b: u64,
+    /// FC1: x `[M, k]`; FC2: h `[pairs, k]` (16-bit).
+    pub input: u64,
+    /// FC1: h `[pairs, rows / 2]` (16-bit); FC2: y `[pairs, rows]` f32.
+    pub output: u64,
+    /// From routing.
+    pub sorted_pairs: u64,
+    /// From routing.
+    pub active: u64,
+    /// From routing.
+    pub n_active: u64,
+    /// `f32 [pairs]` routing weights (FC2).
+    pub topk_weights: u64,
+    /// Reduction length (FC1: H, FC2: I).
+    pub k: u32,
+    /// Weight rows (FC1: 2I, FC2: H).
+    pub rows: u32,
+    /// top-k.
+    pub topk: u32,
+    /// [`ActKind`] as u32.
+    pub act: u32,
+    /// Activation clamp limit.
+    pub limit: f32,
+    /// GPT-OSS sigmoid alpha.
+    pub act_alpha: f32,
+    /// Padding.
+    pub pad: [u32; 2],
+}
+
+/// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CombineParams {
+    /// `f32 [pairs, h]`.
+    pub y: u64,
+    /// `i32 [pairs]`.
+    pub topk_ids: u64,
+    /// `[M, h]` 16-bit out.
+    pub out: u64,
+    /// Tokens.
+    pub m: u32,
+    /// top-k.
+    pub topk: u32,
+    /// Hidden size.
+    pub h: u32,
+    /// Number of experts (ids outside 0..n are skipped).
+    pub n_experts: u32,
+}
+
+/// The W4A4 grouped GEMM: `out[m, n] = s_a[m] * s_w[e][n] * (row_scale[m])
+/// * sum_k a[m, k] b[e][n, k]` for the rows `m` of expert `e`'s segment.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct W4A4Params {
+    /// `u8 [rows, k/2]` packed INT4 activations.
+    pub a: u64,
+    /// `u8 [E, n, k/2]` packed INT4 weights.
+    pub b: u64,
+    /// `f32 [rows]` per-token scales.
+    pub s_a: u64,
+    /// `f32 [E, n]` per-channel scales.
+    pub s_w: u64,
+    /// `f32 [rows]` optional extra row scale (0 = none).
+    pub row_scale: u64,
+    /// `i64 [E + 1]` segment offsets (on the device).
+    pub offsets: u64,
+    /// Output `[rows, n]`: f16/bf16, or i32 for the unfused baseline.
+    pub out: u64,
+    /// `u32`: counts offsets that were not a valid non-decreasing prefix sum.
+    pub error_count: u64,
+    /// Total rows of `a` / `out`.
+    pub rows: u32,
+    /// Output columns.
+    pub n: u32,
+    /// Reduction length.
+    pub k: u32,
+    /// Experts.
+    pub n_experts: u32,
+}
+
+/// Dequant kernel of the unfused baseline: `out = s_a[m] * s_w[e][n] * acc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DequantParams {
+    /// `i32 [rows, n]`.
+    pub acc: u64,
+    /// `f32 [rows]`.
+    pub s_a: u64,
+    /// `f32 [E, n]`.
+    pub s_w: u64,
+    /// `i64 [E + 1]`.
+    pub offsets: u64,
+    /// 16-bit out.
+    pub out: u64,
+    /// Rows.
+    pub rows: u32,
+    /// Columns.
+    pub n: u32,
+    /// Experts.
+    pub n_experts: u32,
+    /// Padding.
+    pub pad: u32,
+}
+
+/// Activation quantizer: 16-bit rows to packed INT4 + a per-row f32 scale.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuantParams {
+    /// `[rows, k]` 16-bit input.
+    pub x: u64,
+    /// `u8 [rows, k/2]` out.
+    pub q: u64,
+    /// `f32 [rows]` out.
+    pub scale: u64,
+    /// Rows.
+    pub rows: u32,
+    /// Row length.
+    pub k: u32,
+}
