@@ -16,6 +16,7 @@
 //! | in-register E2M1 decode (bit layout of a packed word) | [`decode`] |
 //! | the kernels' weight tile layout (who holds which k) | [`tile`] |
 //! | kernel parameter structs shared with the host | [`params`] |
+//! | launch geometry (threads, shared memory) | [`launch`] |
 #![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
@@ -27,6 +28,7 @@ pub mod decode;
 pub mod e2m1;
 pub mod e4m3;
 pub mod int4;
+pub mod launch;
 pub mod params;
 pub mod scale_layout;
 pub mod tile;

@@ -1,1 +1,282 @@
-fn main() {}
+//! `cargo xtask <command>`: moe4's build and check tasks.
+//!
+//! | command | what it does |
+//! |---|---|
+//! | `setup` | installs what the other commands need: the toolchain's components (rustup) and ptxas (PyPI wheel `nvidia-cuda-nvcc==13.0.88`, into `.tools/`) |
+//! | `build-ptx` | builds the kernels for every architecture into `host/ptx/`, validates each with ptxas and prints registers, shared memory, stack and spills per kernel; a ptxas error, a spill or a stack frame fails it |
+//! | `check-ptx` | `build-ptx` into a scratch folder and fails if the committed PTX differs |
+//! | `test` | the CI job: setup, check-ptx, fmt, clippy, `cargo test` |
+//! | `demo` | the main job: quantize a random Qwen3-30B-A3B layer and report its error |
+//! | `bench <decode\|w4a4\|peak\|all>` | runs `moe4 bench` (needs a GPU) |
+//! | `gpu-bundle` | builds the test and tool binaries and copies them with a run script to `.gpu/` for a GPU machine without Rust |
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// The architectures moe4 ships PTX for: (name, rustc target-cpu, extra target features).
+const ARCHS: &[(&str, &str, &str)] = &[
+    ("sm_89", "sm_89", "+ptx81"),
+    ("sm_90", "sm_90", "+ptx81"),
+    ("sm_100a", "sm_100a", "+ptx86"),
+    ("sm_120a", "sm_120a", "+ptx87"),
+];
+const PTXAS_WHEEL: &str = "nvidia-cuda-nvcc==13.0.88";
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let r = match args.first().map(String::as_str) {
+        Some("setup") => setup(),
+        Some("build-ptx") => build_ptx(&root().join("host/ptx")),
+        Some("check-ptx") => check_ptx(),
+        Some("test") => ci(),
+        Some("demo") => cargo(&["run", "--release", "-p", "moe4", "--bin", "moe4", "--", "demo"]),
+        Some("bench") => {
+            let mut a = vec!["run", "--release", "-p", "moe4", "--bin", "moe4", "--", "bench"];
+            a.extend(args[1..].iter().map(String::as_str));
+            cargo(&a)
+        }
+        Some("gpu-bundle") => gpu_bundle(),
+        _ => Err("usage: cargo xtask <setup|build-ptx|check-ptx|test|demo|bench KIND|gpu-bundle>".into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result {
+    let shown = format!("{cmd:?}");
+    let st = cmd.status().map_err(|e| format!("{shown}: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({st})"))
+    }
+}
+
+fn cargo(args: &[&str]) -> Result {
+    run(Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args).current_dir(root()))
+}
+
+fn ptxas_path() -> PathBuf {
+    root().join(".tools/nvcc/nvidia/cu13/bin/ptxas")
+}
+
+fn setup() -> Result {
+    // The toolchain file names the components, but rustup adds them only
+    // when it installs the toolchain; add them explicitly for a toolchain
+    // that was already there.
+    run(Command::new("rustup")
+        .args(["component", "add", "rust-src", "llvm-tools", "llvm-bitcode-linker", "rustfmt", "clippy"])
+        .current_dir(root()))?;
+    if !ptxas_path().exists() {
+        let py = if Command::new("python3").arg("--version").output().is_ok() { "python3" } else { "python" };
+        run(Command::new(py)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+            .arg(root().join(".tools/nvcc"))
+            .arg(PTXAS_WHEEL))?;
+    }
+    let out = Command::new(ptxas_path()).arg("--version").output().map_err(|e| format!("ptxas: {e}"))?;
+    println!("setup: {}", String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or(""));
+    Ok(())
+}
+
+/// One kernel's resource line from `ptxas -v`.
+struct Usage {
+    kernel: String,
+    regs: u32,
+    smem: u32,
+    stack: u32,
+    spill_st: u32,
+    spill_ld: u32,
+}
+
+fn parse_ptxas(log: &str) -> Vec<Usage> {
+    let mut out: Vec<Usage> = Vec::new();
+    let num = |s: &str, key: &str| -> u32 {
+        s.find(key)
+            .and_then(|i| s[..i].split_whitespace().last())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    // ptxas also reports device functions ("Function properties for X"
+    // without a "Compiling entry function" line); only the entry's own
+    // properties line belongs to it.
+    let mut props_for = String::new();
+    for line in log.lines() {
+        if let Some(i) = line.find("Compiling entry function '") {
+            let rest = &line[i + 26..];
+            let name = rest[..rest.find('\'').unwrap_or(rest.len())].to_string();
+            out.push(Usage { kernel: name, regs: 0, smem: 0, stack: 0, spill_st: 0, spill_ld: 0 });
+        } else if let Some(i) = line.find("Function properties for ") {
+            props_for = line[i + 24..].trim().to_string();
+        } else if let Some(u) = out.last_mut() {
+            if line.contains("bytes stack frame") && props_for == u.kernel {
+                u.stack = num(line, "bytes stack frame");
+                u.spill_st = num(line, "bytes spill stores");
+                u.spill_ld = num(line, "bytes spill loads");
+            } else if line.contains("Used") && line.contains("registers") {
+                u.regs = num(line, "registers");
+                u.smem = num(line, "bytes smem");
+            }
+        }
+    }
+    out
+}
+
+fn build_ptx(dest: &Path) -> Result {
+    if !ptxas_path().exists() {
+        setup()?;
+    }
+    fs::create_dir_all(dest).map_err(|e| e.to_string())?;
+    let mut failures = Vec::new();
+    for (arch, cpu, features) in ARCHS {
+        let target_dir = root().join("target/ptx").join(arch);
+        let flags = format!("-C target-cpu={cpu} -C target-feature={features} --cfg moe4_arch=\"{arch}\"");
+        run(Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root())
+            .env("RUSTC_BOOTSTRAP", "1") // build-std on stable, for this build only
+            .env("CARGO_ENCODED_RUSTFLAGS", flags.split(' ').collect::<Vec<_>>().join("\x1f"))
+            .args([
+                "rustc",
+                "-p",
+                "moe4-kernels",
+                "--profile",
+                "ptx",
+                "--target",
+                "nvptx64-nvidia-cuda",
+                "-Zbuild-std=core",
+                "--crate-type",
+                "cdylib",
+                "--quiet",
+                "--target-dir",
+            ])
+            .arg(&target_dir))?;
+        let built = target_dir.join("nvptx64-nvidia-cuda/ptx/moe4_kernels.ptx");
+        let ptx = fs::read_to_string(&built).map_err(|e| format!("{}: {e}", built.display()))?;
+        let out_path = dest.join(format!("{arch}.ptx"));
+        fs::write(&out_path, &ptx).map_err(|e| e.to_string())?;
+
+        let sass_arch = arch.to_string();
+        let o = Command::new(ptxas_path())
+            .args(["-v", "--warn-on-spills", &format!("-arch={sass_arch}")])
+            .arg(&out_path)
+            .args(["-o", "/dev/null"])
+            .output()
+            .map_err(|e| format!("ptxas: {e}"))?;
+        let log = String::from_utf8_lossy(&o.stderr).to_string() + &String::from_utf8_lossy(&o.stdout);
+        if !o.status.success() {
+            return Err(format!("ptxas rejected {arch}:\n{log}"));
+        }
+        println!("{arch}: {} bytes of PTX", ptx.len());
+        println!("  {:<28} {:>5} {:>7} {:>6} {:>7}", "kernel", "regs", "smem", "stack", "spills");
+        let mut usages = parse_ptxas(&log);
+        usages.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+        for u in &usages {
+            println!(
+                "  {:<28} {:>5} {:>7} {:>6} {:>3}/{:<3}",
+                u.kernel, u.regs, u.smem, u.stack, u.spill_st, u.spill_ld
+            );
+            if u.stack > 0 || u.spill_st > 0 || u.spill_ld > 0 {
+                failures.push(format!("{arch} {}: stack {} spills {}/{}", u.kernel, u.stack, u.spill_st, u.spill_ld));
+            }
+        }
+        if usages.is_empty() {
+            failures.push(format!("{arch}: ptxas reported no kernels"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("kernels with local memory (spills or stack):\n  {}", failures.join("\n  ")))
+    }
+}
+
+fn check_ptx() -> Result {
+    let scratch = root().join("target/ptx-check");
+    build_ptx(&scratch)?;
+    let mut stale = Vec::new();
+    for (arch, _, _) in ARCHS {
+        let fresh = fs::read(scratch.join(format!("{arch}.ptx"))).map_err(|e| e.to_string())?;
+        let committed = fs::read(root().join(format!("host/ptx/{arch}.ptx"))).unwrap_or_default();
+        if fresh != committed {
+            stale.push(*arch);
+        }
+    }
+    if stale.is_empty() {
+        println!("check-ptx: host/ptx matches the kernel sources");
+        Ok(())
+    } else {
+        Err(format!("host/ptx is stale for {stale:?}: run `cargo xtask build-ptx` and commit"))
+    }
+}
+
+fn ci() -> Result {
+    setup()?;
+    check_ptx()?;
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    cargo(&["test", "--workspace", "--release"])?;
+    cargo(&["doc", "--no-deps", "-p", "moe4", "-p", "moe4-kernels", "--quiet"])
+}
+
+fn gpu_bundle() -> Result {
+    let dir = root().join(".gpu");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let cargo_bin = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo_bin)
+        .current_dir(root())
+        .args(["test", "--release", "-p", "moe4", "--no-run", "--message-format=json"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("cargo test --no-run failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut names = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if !line.contains("\"executable\":\"") || !line.contains("\"test\":true") || line.contains("\"kind\":[\"bin\"]") {
+            continue;
+        }
+        let exe = line.split("\"executable\":\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or("");
+        let name = line
+            .split("\"name\":\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or("t")
+            .to_string();
+        let kind = if line.contains("\"kind\":[\"lib\"]") { "lib".to_string() } else { name };
+        fs::copy(exe, dir.join(format!("test-{kind}"))).map_err(|e| e.to_string())?;
+        names.push(format!("test-{kind}"));
+    }
+    cargo(&["build", "--release", "-p", "moe4", "--bin", "moe4"])?;
+    fs::copy(root().join("target/release/moe4"), dir.join("moe4")).map_err(|e| e.to_string())?;
+    // Smaller to carry; the GPU machine needs no symbols.
+    for f in fs::read_dir(&dir).map_err(|e| e.to_string())? {
+        let _ = Command::new("strip").arg(f.map_err(|e| e.to_string())?.path()).status();
+    }
+    println!("gpu-bundle: .gpu/ holds moe4 and {}", names.join(", "));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_ptxas_resource_lines() {
+        let log = "ptxas info    : Compiling entry function 'k' for 'sm_90'\nptxas info    : Function properties for k\n    272 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\nptxas info    : Used 64 registers, used 1 barriers, 272 bytes cumulative stack size, 1024 bytes smem\nptxas info    : Function properties for helper\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";
+        let u = super::parse_ptxas(log);
+        assert_eq!(u.len(), 1);
+        assert_eq!((u[0].regs, u[0].stack, u[0].spill_st, u[0].spill_ld, u[0].smem), (64, 272, 8, 4, 1024));
+    }
+}

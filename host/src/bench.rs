@@ -1,0 +1,352 @@
+//! Benchmarks (`moe4 bench ...`, `cargo xtask bench ...`): every number is
+//! a ratio against a ceiling measured in the same run (DESIGN.md §5).
+//!
+//! - **copy**: device-to-device copy of 2 GiB, bytes read + written / time.
+//! - **decode**: the NVFP4 layer at M = 1..64 for the model shapes of
+//!   DESIGN.md §4, timed by CUDA graph replay; each graph holds R forward
+//!   calls whose routings rotate over disjoint expert pools where the layer
+//!   has enough experts, so the touched weights are not in L2; bytes =
+//!   weights + scales of the experts each call touches.
+//! - **peak**: `mma.sync` s8 / s4 / f16 rates on register operands.
+//! - **w4a4**: the fused grouped GEMM vs the two-kernel baseline (GEMM to
+//!   i32 + dequant kernel) for FC1 and FC2 of each shape, rows = M x top-k
+//!   in 128, 1024, 8192; TOPS count 2 ops per multiply-add.
+
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::reference::Activation;
+use crate::weights::MoeWeights;
+use crate::{GemmArgs, Workspace, W4A4};
+use cudarc::driver::sys::CUstreamCaptureMode;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use half::bf16;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// A model's MoE shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Name.
+    pub name: &'static str,
+    /// Hidden size.
+    pub h: usize,
+    /// Intermediate size.
+    pub i: usize,
+    /// Experts.
+    pub e: usize,
+    /// Experts per token.
+    pub topk: usize,
+}
+
+/// The shapes of DESIGN.md §4.
+pub const SHAPES: &[Shape] = &[
+    Shape { name: "Qwen3-30B-A3B", h: 2048, i: 768, e: 128, topk: 8 },
+    Shape { name: "DeepSeek-V3", h: 7168, i: 2048, e: 256, topk: 8 },
+    Shape { name: "DeepSeek-V4-Pro", h: 7168, i: 3072, e: 384, topk: 6 },
+    Shape { name: "DeepSeek-V4-Flash", h: 4096, i: 2048, e: 256, topk: 6 },
+    Shape { name: "GPT-OSS-120B", h: 2880, i: 2880, e: 128, topk: 4 },
+    Shape { name: "Mixtral-8x7B", h: 4096, i: 14336, e: 8, topk: 2 },
+];
+
+/// Fills a device buffer with hashed words `(h & and_mask) | or_mask`.
+pub fn fill<T>(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, buf: &mut CudaSlice<T>, seed: u32, and_mask: u32, or_mask: u32) -> Result<()> {
+    let words = (buf.len() * std::mem::size_of::<T>() / 4) as u64;
+    let p = buf.device_ptr_mut(stream).0;
+    let args: [&dyn crate::gpu::ArgRef; 5] = [&p, &words, &seed, &and_mask, &or_mask];
+    // SAFETY: the kernel writes `words` u32 inside `buf`.
+    unsafe { gpu.launch_args(stream, "moe4_fill", (gpu.sm_count() * 8).max(1), 256, &args) }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Times `f` with CUDA events: `warm` runs, then `reps` timed runs; returns
+/// the median milliseconds per run.
+pub fn time_ms(stream: &Arc<CudaStream>, warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..warm {
+        f()?;
+    }
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let a = stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        f()?;
+        let b = stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        b.synchronize()?;
+        t.push(a.elapsed_ms(&b)? as f64);
+    }
+    Ok(median(t))
+}
+
+/// Device-to-device copy bandwidth (read + write bytes per second, GB/s).
+pub fn copy_bandwidth(stream: &Arc<CudaStream>) -> Result<f64> {
+    let n = 1usize << 29; // 2 GiB of u32
+    let src = stream.alloc_zeros::<u32>(n)?;
+    let mut dst = stream.alloc_zeros::<u32>(n)?;
+    let ms = time_ms(stream, 2, 10, || Ok(stream.memcpy_dtod(&src, &mut dst)?))?;
+    Ok(2.0 * (4 * n) as f64 / (ms * 1e-3) / 1e9)
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// Random routing for `m` tokens: each token gets `topk` distinct experts
+/// from `pool`.
+fn routing(rng: &mut Lcg, pool: &[i32], m: usize, topk: usize) -> (Vec<i32>, Vec<f32>) {
+    let mut ids = Vec::with_capacity(m * topk);
+    let mut w = Vec::with_capacity(m * topk);
+    for _ in 0..m {
+        let mut chosen: Vec<i32> = Vec::with_capacity(topk);
+        while chosen.len() < topk.min(pool.len()) {
+            let e = pool[(rng.next() as usize) % pool.len()];
+            if !chosen.contains(&e) {
+                chosen.push(e);
+            }
+        }
+        while chosen.len() < topk {
+            chosen.push(-1);
+        }
+        for e in chosen {
+            ids.push(e);
+            w.push(1.0 / topk as f32);
+        }
+    }
+    (ids, w)
+}
+
+/// One decode measurement.
+#[derive(Clone, Debug)]
+pub struct DecodeResult {
+    /// Shape name.
+    pub shape: &'static str,
+    /// Tokens.
+    pub m: usize,
+    /// Microseconds per layer call.
+    pub us: f64,
+    /// Touched expert bytes per call (average).
+    pub bytes: f64,
+    /// Achieved GB/s.
+    pub gbps: f64,
+    /// Over the same-run copy bandwidth.
+    pub of_copy: f64,
+}
+
+/// Times the decode layer for `shape` at each `m`.
+pub fn decode(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize], copy_gbps: f64) -> Result<Vec<DecodeResult>> {
+    let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
+    let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 7)?;
+    let max_m = *ms.iter().max().unwrap_or(&1);
+    let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    let mut rng = Lcg(12345);
+    let x_host: Vec<bf16> = (0..max_m * shape.h).map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0)).collect();
+    let x = stream.clone_htod(&x_host)?;
+    let mut out = stream.alloc_zeros::<bf16>(max_m * shape.h)?;
+    let l2 = 64e6;
+    let mut results = Vec::new();
+    for &m in ms {
+        // Experts per pool and how many disjoint pools to rotate over.
+        let pool_size = (2 * m * shape.topk).clamp(shape.topk, shape.e);
+        let pools = (shape.e / pool_size).max(1);
+        let touched_guess = (m * shape.topk).min(shape.e) as f64 * w.expert_bytes() as f64;
+        let calls = ((4.0 * l2 / touched_guess).ceil() as usize).clamp(2, 64).max(pools.min(16));
+        let mut perm: Vec<i32> = (0..shape.e as i32).collect();
+        for i in (1..perm.len()).rev() {
+            perm.swap(i, (rng.next() as usize) % (i + 1));
+        }
+        let mut bufs = Vec::new();
+        let mut bytes = 0f64;
+        for c in 0..calls {
+            let p = c % pools;
+            let pool = &perm[p * pool_size..(p + 1) * pool_size];
+            let (ids, tw) = routing(&mut rng, pool, m, shape.topk);
+            let mut seen = vec![false; shape.e];
+            for &e in &ids {
+                if e >= 0 {
+                    seen[e as usize] = true;
+                }
+            }
+            bytes += seen.iter().filter(|&&s| s).count() as f64 * w.expert_bytes() as f64;
+            bufs.push((stream.clone_htod(&ids)?, stream.clone_htod(&tw)?));
+        }
+        bytes /= calls as f64;
+        let xv = x.slice(..m * shape.h);
+        // Eager run first (loads the kernels, checks for errors).
+        for (ids, tw) in &bufs {
+            let mut ov = out.slice_mut(..m * shape.h);
+            w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
+        }
+        stream.synchronize()?;
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        for (ids, tw) in &bufs {
+            let mut ov = out.slice_mut(..m * shape.h);
+            w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
+        }
+        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?.expect("captured graph");
+        let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
+        let ms_per_graph = time_ms(stream, 2, reps, || Ok(graph.launch()?))?;
+        let us = ms_per_graph * 1e3 / calls as f64;
+        let gbps = bytes / (us * 1e-6) / 1e9;
+        results.push(DecodeResult { shape: shape.name, m, us, bytes, gbps, of_copy: gbps / copy_gbps });
+    }
+    Ok(results)
+}
+
+/// Tensor-core peaks in TOPS: (s8 m16n8k32, s4 m16n8k64, f16 m16n8k16).
+pub fn peaks(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>) -> Result<(f64, f64, f64)> {
+    let blocks = gpu.sm_count() * 4;
+    let threads = 256u32;
+    let mut out = stream.alloc_zeros::<u32>((blocks * threads) as usize)?;
+    let optr = out.device_ptr_mut(stream).0;
+    let run = |name: &str, iters: u32, ops_per_mma: f64| -> Result<f64> {
+        let seed = 0x1234_5678u32;
+        let args: [&dyn crate::gpu::ArgRef; 3] = [&seed, &iters, &optr];
+        // SAFETY: `out` has one word per thread.
+        let ms = time_ms(stream, 1, 5, || unsafe { gpu.launch_args(stream, name, blocks, threads, &args) })?;
+        let mmas = (blocks * threads / 32) as f64 * iters as f64 * 8.0;
+        Ok(mmas * ops_per_mma / (ms * 1e-3) / 1e12)
+    };
+    let s8 = run("peak_mma_s8", 4096, 2.0 * 16.0 * 8.0 * 32.0)?;
+    let s4 = run("peak_mma_s4", 512, 2.0 * 16.0 * 8.0 * 64.0)?;
+    let f16 = run("peak_mma_f16", 4096, 2.0 * 16.0 * 8.0 * 16.0)?;
+    Ok((s8, s4, f16))
+}
+
+/// One W4A4 measurement.
+#[derive(Clone, Debug)]
+pub struct W4A4Result {
+    /// Shape name.
+    pub shape: &'static str,
+    /// "FC1" or "FC2".
+    pub gemm: &'static str,
+    /// Rows (M x top-k).
+    pub rows: usize,
+    /// N.
+    pub n: usize,
+    /// K.
+    pub k: usize,
+    /// Fused GEMM microseconds.
+    pub fused_us: f64,
+    /// Baseline (GEMM to i32 + dequant) microseconds.
+    pub baseline_us: f64,
+    /// Fused TOPS.
+    pub tops: f64,
+    /// Fused over the same-run s8 peak.
+    pub of_peak: f64,
+}
+
+/// Times the W4A4 GEMMs of `shape` for each total row count.
+pub fn w4a4(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, rows_list: &[usize], s8_peak: f64) -> Result<Vec<W4A4Result>> {
+    let api = W4A4::new(gpu, stream)?;
+    let mut res = Vec::new();
+    for (gemm, n, k) in [("FC1", 2 * shape.i, shape.h), ("FC2", shape.h, shape.i)] {
+        let e = shape.e;
+        let mut b = stream.alloc_zeros::<u8>(e * n * k / 2)?;
+        fill(gpu, stream, &mut b, 3, u32::MAX, 0)?;
+        let s_w = stream.clone_htod(&vec![0.01f32; e * n])?;
+        for &rows in rows_list {
+            let mut a = stream.alloc_zeros::<u8>(rows * k / 2)?;
+            fill(gpu, stream, &mut a, 5, u32::MAX, 0)?;
+            let s_a = stream.clone_htod(&vec![0.02f32; rows])?;
+            let mut rng = Lcg(rows as u64);
+            let mut counts = vec![0i64; e];
+            for _ in 0..rows {
+                counts[(rng.next() as usize) % e] += 1;
+            }
+            let mut offsets = vec![0i64; e + 1];
+            for i in 0..e {
+                offsets[i + 1] = offsets[i] + counts[i];
+            }
+            let off = stream.clone_htod(&offsets)?;
+            let mut out = stream.alloc_zeros::<bf16>(rows * n)?;
+            let mut acc = stream.alloc_zeros::<i32>(rows * n)?;
+            let (av, bv, sav, swv, ov) = (a.as_view(), b.as_view(), s_a.as_view(), s_w.as_view(), off.as_view());
+            let args = GemmArgs { a: &av, b: &bv, s_a: &sav, s_w: &swv, offsets: &ov, row_scale: None, n, k };
+            let fused = time_ms(stream, 2, 10, || api.gemm(stream, &args, &mut out.as_view_mut()))?;
+            let base = time_ms(stream, 2, 10, || {
+                api.gemm_i32(stream, &args, &mut acc.as_view_mut())?;
+                api.dequant_baseline(stream, &acc.as_view(), &sav, &swv, &ov, n, &mut out.as_view_mut())
+            })?;
+            let tops = 2.0 * rows as f64 * n as f64 * k as f64 / (fused * 1e-3) / 1e12;
+            res.push(W4A4Result {
+                shape: shape.name,
+                gemm,
+                rows,
+                n,
+                k,
+                fused_us: fused * 1e3,
+                baseline_us: base * 1e3,
+                tops,
+                of_peak: tops / s8_peak,
+            });
+        }
+    }
+    Ok(res)
+}
+
+/// Formats decode results as a Markdown table.
+pub fn decode_table(r: &[DecodeResult], copy_gbps: f64) -> String {
+    let mut s = format!("copy bandwidth (same run): {copy_gbps:.0} GB/s\n\n| shape | M | µs | touched MB | GB/s | of copy BW |\n|---|---:|---:|---:|---:|---:|\n");
+    for x in r {
+        let _ = writeln!(s, "| {} | {} | {:.1} | {:.1} | {:.0} | {:.2} |", x.shape, x.m, x.us, x.bytes / 1e6, x.gbps, x.of_copy);
+    }
+    s
+}
+
+/// Formats W4A4 results as a Markdown table.
+pub fn w4a4_table(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
+    let mut s = format!(
+        "mma.sync peaks (same run): s8 {:.0} TOPS, s4 {:.0} TOPS, f16 {:.0} TFLOP/s\n\n| shape | GEMM | rows | N | K | fused µs | baseline µs | speedup | TOPS | of s8 peak |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        peaks.0, peaks.1, peaks.2
+    );
+    for x in r {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.0} | {:.2} |",
+            x.shape,
+            x.gemm,
+            x.rows,
+            x.n,
+            x.k,
+            x.fused_us,
+            x.baseline_us,
+            x.baseline_us / x.fused_us,
+            x.tops,
+            x.of_peak
+        );
+    }
+    s
+}
+
+/// JSON of decode results (no serde dependency: a flat array of objects).
+pub fn decode_json(r: &[DecodeResult], copy_gbps: f64) -> String {
+    let rows: Vec<String> = r
+        .iter()
+        .map(|x| {
+            format!(
+                "{{\"shape\":\"{}\",\"m\":{},\"us\":{:.3},\"touched_bytes\":{:.0},\"gbps\":{:.1},\"of_copy\":{:.4}}}",
+                x.shape, x.m, x.us, x.bytes, x.gbps, x.of_copy
+            )
+        })
+        .collect();
+    format!("{{\"copy_gbps\":{copy_gbps:.1},\"decode\":[{}]}}", rows.join(","))
+}
+
+/// JSON of W4A4 results.
+pub fn w4a4_json(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
+    let rows: Vec<String> = r
+        .iter()
+        .map(|x| {
+            format!(
+                "{{\"shape\":\"{}\",\"gemm\":\"{}\",\"rows\":{},\"n\":{},\"k\":{},\"fused_us\":{:.3},\"baseline_us\":{:.3},\"tops\":{:.1},\"of_s8_peak\":{:.4}}}",
+                x.shape, x.gemm, x.rows, x.n, x.k, x.fused_us, x.baseline_us, x.tops, x.of_peak
+            )
+        })
+        .collect();
+    format!("{{\"peak_s8_tops\":{:.1},\"peak_s4_tops\":{:.1},\"peak_f16_tflops\":{:.1},\"w4a4\":[{}]}}", peaks.0, peaks.1, peaks.2, rows.join(","))
+}

@@ -1,0 +1,209 @@
+//! The one place PTX is loaded and kernels are launched: a [`Gpu`] holds a
+//! CUDA context, the module built for its architecture, and a cache of its
+//! functions. Every launch in moe4 goes through [`Gpu::launch`], which takes
+//! a `#[repr(C)]` parameter struct from `moe4_kernels::params`.
+
+use crate::error::{Error, Result};
+use crate::ptx::Arch;
+use cudarc::driver::sys::{self, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// True if a CUDA driver is installed and sees at least one device.
+pub fn gpu_available() -> bool {
+    driver_present() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
+}
+
+fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
+    unsafe { sys::is_culib_present() }
+}
+
+/// A kernel parameter struct passed by value.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+pub(crate) struct Param<T: Copy>(pub T);
+// SAFETY: `T` is one of the `#[repr(C)]` plain-data structs of
+// `moe4_kernels::params` (or a scalar); the kernel declares the same struct
+// as its by-value parameter, so the bytes the driver copies match.
+unsafe impl<T: Copy> DeviceRepr for Param<T> {}
+
+struct Func {
+    f: CudaFunction,
+    occupancy: Mutex<HashMap<(u32, u32), u32>>,
+}
+
+/// A GPU with moe4's kernels loaded.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    module: Arc<CudaModule>,
+    arch: Arch,
+    sm_count: u32,
+    max_smem: u32,
+    funcs: Mutex<HashMap<String, Arc<Func>>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("arch", &self.arch).field("sm_count", &self.sm_count).finish()
+    }
+}
+
+impl Gpu {
+    /// Opens device `ordinal` and loads the kernels built for it.
+    pub fn new(ordinal: usize) -> Result<Arc<Gpu>> {
+        if !driver_present() {
+            return Err(Error::NoCuda);
+        }
+        Gpu::from_context(CudaContext::new(ordinal)?)
+    }
+
+    /// Loads the kernels into an existing context (the server's own).
+    pub fn from_context(ctx: Arc<CudaContext>) -> Result<Arc<Gpu>> {
+        let (major, minor) = ctx.compute_capability()?;
+        let arch = Arch::for_capability(major, minor)?;
+        Gpu::with_arch(ctx, arch)
+    }
+
+    /// Loads a specific build, e.g. the sm_89 one on a newer GPU to test its
+    /// code paths there (PTX is forward compatible; `a` builds are not).
+    pub fn with_arch(ctx: Arc<CudaContext>, arch: Arch) -> Result<Arc<Gpu>> {
+        let (major, minor) = ctx.compute_capability()?;
+        Arch::for_capability(major, minor)?;
+        let module = ctx.load_module(Ptx::from_src(arch.ptx()))?;
+        let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let max_smem =
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        Ok(Arc::new(Gpu { ctx, module, arch, sm_count, max_smem, funcs: Mutex::new(HashMap::new()) }))
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    /// The PTX build in use.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+    /// Streaming multiprocessors.
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+    /// Largest dynamic shared memory a block may ask for.
+    pub fn max_shared_memory(&self) -> u32 {
+        self.max_smem
+    }
+    /// The device's name.
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "?".into())
+    }
+
+    fn func(&self, name: &str) -> Result<Arc<Func>> {
+        let mut funcs = self.funcs.lock().expect("function cache");
+        if let Some(f) = funcs.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(name)?;
+        // Allow every kernel the device's full dynamic shared memory.
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.max_smem as i32)?;
+        let f = Arc::new(Func { f, occupancy: Mutex::new(HashMap::new()) });
+        funcs.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// Blocks of `name` that fit on the whole GPU at once (a persistent grid).
+    pub(crate) fn resident_blocks(&self, name: &str, threads: u32, smem: u32) -> Result<u32> {
+        let f = self.func(name)?;
+        let mut occ = f.occupancy.lock().expect("occupancy cache");
+        if let Some(&n) = occ.get(&(threads, smem)) {
+            return Ok(n);
+        }
+        let per_sm = f.f.occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)?.max(1);
+        let n = per_sm * self.sm_count;
+        occ.insert((threads, smem), n);
+        Ok(n)
+    }
+
+    /// Launches `name` with one by-value parameter.
+    ///
+    /// # Safety
+    /// `params` must be the struct the kernel expects, every device address
+    /// in it valid for what the kernel reads and writes, and `smem` at least
+    /// what the kernel uses.
+    pub(crate) unsafe fn launch<P: Copy>(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        smem: u32,
+        params: P,
+    ) -> Result<()> {
+        if smem > self.max_smem {
+            return Err(crate::error::unsupported(
+                format!("shared memory of {name}"),
+                smem,
+                format!("this GPU allows at most {} bytes per block", self.max_smem),
+            ));
+        }
+        let f = self.func(name)?;
+        let p = Param(params);
+        let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
+        stream.launch_builder(&f.f).arg(&p).launch(cfg)?;
+        Ok(())
+    }
+
+    /// Launches a kernel whose parameters are separate scalars/pointers
+    /// (the smoke and peak kernels).
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`]; `args` must match the kernel's parameter list.
+    pub(crate) unsafe fn launch_args(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        args: &[&dyn ArgRef],
+    ) -> Result<()> {
+        let f = self.func(name)?;
+        let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let mut b = stream.launch_builder(&f.f);
+        let vals: Vec<u64> = args.iter().map(|a| a.bits()).collect();
+        let sizes: Vec<bool> = args.iter().map(|a| a.is_u32()).collect();
+        let narrow: Vec<u32> = vals.iter().map(|v| *v as u32).collect();
+        for i in 0..vals.len() {
+            if sizes[i] {
+                b.arg(&narrow[i]);
+            } else {
+                b.arg(&vals[i]);
+            }
+        }
+        b.launch(cfg)?;
+        Ok(())
+    }
+}
+
+/// A raw kernel argument: a device address (u64) or a u32.
+pub(crate) trait ArgRef {
+    fn bits(&self) -> u64;
+    fn is_u32(&self) -> bool;
+}
+impl ArgRef for u64 {
+    fn bits(&self) -> u64 {
+        *self
+    }
+    fn is_u32(&self) -> bool {
+        false
+    }
+}
+impl ArgRef for u32 {
+    fn bits(&self) -> u64 {
+        *self as u64
+    }
+    fn is_u32(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,232 @@
+//! The MoE layer's forward pass on the GPU, and its [`Workspace`].
+//!
+//! `forward` is four launches on the caller's stream, nothing else: no
+//! allocation, no host synchronization, no device-to-host copy, so a server
+//! can capture it in a CUDA graph (with cudarc's event tracking off, as for
+//! any capture):
+//!
+//! 1. `moe_route` — pairs grouped by expert, on the device (one block);
+//! 2. `moe_fc1_*` — FC1 + the gated activation into `h` (16-bit);
+//! 3. `moe_fc2_*` — FC2 x alpha2 x routing weight into `y` (f32);
+//! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
+
+use crate::dtype::Half;
+use crate::error::{shape, unsupported, Error, Result};
+use crate::reference::Activation;
+use crate::weights::MoeWeights;
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+use moe4_kernels::launch::{fc_smem_bytes, route_smem_bytes, FC_THREADS, ROUTE_THREADS};
+use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
+use std::sync::Arc;
+
+/// Most (token, k) pairs one forward call may route (the routing kernel
+/// sorts them in shared memory).
+pub const MAX_PAIRS: usize = 16384;
+/// Largest top-k.
+pub const MAX_TOPK: usize = 64;
+
+/// Scratch for [`MoeWeights::forward`], allocated once for at most
+/// `max_tokens` tokens, so the forward pass allocates nothing (and a CUDA
+/// graph can own it). Also holds the device counter of out-of-range expert
+/// ids.
+pub struct Workspace {
+    max_tokens: usize,
+    topk: usize,
+    experts: usize,
+    sorted_pairs: CudaSlice<u32>,
+    active: CudaSlice<u32>,
+    n_active: CudaSlice<u32>,
+    invalid: CudaSlice<u32>,
+    h: CudaSlice<u16>,
+    y: CudaSlice<f32>,
+}
+
+impl Workspace {
+    /// Scratch for `weights` and calls of up to `max_tokens` tokens with
+    /// `topk` experts each.
+    pub fn new(weights: &MoeWeights, stream: &Arc<CudaStream>, max_tokens: usize, topk: usize) -> Result<Workspace> {
+        if topk == 0 || topk > MAX_TOPK {
+            return Err(unsupported("top-k", topk, format!("must be 1..={MAX_TOPK}")));
+        }
+        let pairs = max_tokens.max(1) * topk;
+        if pairs > MAX_PAIRS {
+            return Err(unsupported(
+                "max_tokens * top-k",
+                pairs,
+                format!("the decode path routes at most {MAX_PAIRS} (token, expert) pairs per call"),
+            ));
+        }
+        Ok(Workspace {
+            max_tokens: max_tokens.max(1),
+            topk,
+            experts: weights.experts,
+            sorted_pairs: stream.alloc_zeros(pairs)?,
+            active: stream.alloc_zeros(4 * weights.experts)?,
+            n_active: stream.alloc_zeros(1)?,
+            invalid: stream.alloc_zeros(1)?,
+            h: stream.alloc_zeros(pairs * weights.inter)?,
+            y: stream.alloc_zeros(pairs * weights.hidden)?,
+        })
+    }
+
+    /// Largest token count a call may pass.
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+    /// The top-k this workspace was made for.
+    pub fn topk(&self) -> usize {
+        self.topk
+    }
+
+    /// Expert ids seen so far that were neither -1 nor in `0..E` (they are
+    /// skipped, like -1). Reads the device counter (synchronizes `stream`).
+    pub fn invalid_id_count(&self, stream: &Arc<CudaStream>) -> Result<u64> {
+        Ok(stream.clone_dtoh(&self.invalid)?[0] as u64)
+    }
+
+    /// Sets the out-of-range id counter back to zero.
+    pub fn reset_invalid_id_count(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        stream.memset_zeros(&mut self.invalid)?;
+        Ok(())
+    }
+}
+
+fn act_params(a: Activation) -> (ActKind, f32, f32) {
+    match a {
+        Activation::Silu => (ActKind::Silu, f32::INFINITY, 0.0),
+        Activation::ClampedSilu { limit } => (ActKind::ClampedSilu, limit, 0.0),
+        Activation::GptOss { alpha, limit } => (ActKind::GptOss, limit, alpha),
+    }
+}
+
+/// Column tiles (of 8 tokens) the FC kernels hold per pass, from the token
+/// count: an expert gets at most `m` pairs when each token's ids differ.
+fn column_tiles(m: usize) -> usize {
+    match m {
+        0..=8 => 1,
+        9..=16 => 2,
+        _ => 4,
+    }
+}
+
+fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
+    if addr % align as u64 == 0 {
+        Ok(())
+    } else {
+        Err(Error::Alignment { what: what.into(), align, addr })
+    }
+}
+
+impl MoeWeights {
+    /// `out = MoE(x)` for `x [M, H]`, `topk_ids [M, k]` (i32; -1 = no
+    /// expert; other out-of-range ids are skipped and counted),
+    /// `topk_weights [M, k]` (f32), `out [M, H]`, all on the GPU, `M` taken
+    /// from `x`. Launches on `stream` and returns without waiting.
+    pub fn forward<T: Half>(
+        &self,
+        ws: &mut Workspace,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<T>,
+        topk_ids: &CudaView<i32>,
+        topk_weights: &CudaView<f32>,
+        out: &mut CudaViewMut<T>,
+    ) -> Result<()> {
+        let (h, inter, e) = (self.hidden, self.inter, self.experts);
+        if ws.experts != e || ws.h.len() < ws.max_tokens * ws.topk * inter || ws.y.len() < ws.max_tokens * ws.topk * h {
+            return Err(unsupported("workspace", "another layer's", "create the Workspace from these weights"));
+        }
+        if x.len() % h != 0 {
+            return Err(Error::Shape { what: format!("x (a multiple of H = {h})"), expected: x.len().div_ceil(h) * h, got: x.len() });
+        }
+        let m = x.len() / h;
+        let k = ws.topk;
+        if m > ws.max_tokens {
+            return Err(Error::Capacity { what: "tokens".into(), value: m, capacity: ws.max_tokens });
+        }
+        shape(format!("topk_ids [{m}, {k}]"), m * k, topk_ids.len())?;
+        shape(format!("topk_weights [{m}, {k}]"), m * k, topk_weights.len())?;
+        shape(format!("out [{m}, {h}]"), m * h, out.len())?;
+        if m == 0 {
+            return Ok(());
+        }
+        let gpu = &self.gpu;
+        let (x_ptr, _x) = x.device_ptr(stream);
+        let (ids_ptr, _i) = topk_ids.device_ptr(stream);
+        let (tw_ptr, _t) = topk_weights.device_ptr(stream);
+        let (out_ptr, _o) = out.device_ptr_mut(stream);
+        aligned("x", x_ptr, 16)?;
+        aligned("out", out_ptr, 8)?;
+        aligned("topk_ids", ids_ptr, 4)?;
+        aligned("topk_weights", tw_ptr, 4)?;
+        let (sorted, _s) = ws.sorted_pairs.device_ptr_mut(stream);
+        let (active, _a) = ws.active.device_ptr_mut(stream);
+        let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
+        let (invalid, _v) = ws.invalid.device_ptr_mut(stream);
+        let (hbuf, _h) = ws.h.device_ptr_mut(stream);
+        let (ybuf, _y) = ws.y.device_ptr_mut(stream);
+        let pairs = (m * k) as u32;
+        let sort_len = pairs.next_power_of_two();
+        let route = RouteParams {
+            topk_ids: ids_ptr,
+            sorted_pairs: sorted,
+            active,
+            n_active,
+            invalid_count: invalid,
+            pairs,
+            n_experts: e as u32,
+            sort_len,
+            pad: 0,
+        };
+        let route_smem = route_smem_bytes(sort_len, e as u32);
+        // SAFETY: the buffers were checked above to hold what RouteParams
+        // documents; the shared memory matches the kernel's layout.
+        unsafe { gpu.launch(stream, "moe_route", 1, ROUTE_THREADS, route_smem, route)? };
+
+        let nt = column_tiles(m);
+        let fc_smem = fc_smem_bytes(nt as u32);
+        let (kind, limit, alpha) = act_params(self.activation);
+        let (c1, s1) = (self.fc1_codes.device_ptr(stream), self.fc1_scales.device_ptr(stream));
+        let (c2, s2) = (self.fc2_codes.device_ptr(stream), self.fc2_scales.device_ptr(stream));
+        let (ag, au, ad) =
+            (self.alpha_gate.device_ptr(stream), self.alpha_up.device_ptr(stream), self.alpha_down.device_ptr(stream));
+        let base = FcParams {
+            sorted_pairs: sorted,
+            active,
+            n_active,
+            topk_weights: tw_ptr,
+            topk: k as u32,
+            act: kind as u32,
+            limit,
+            act_alpha: alpha,
+            ..Default::default()
+        };
+        let fc1 = FcParams {
+            codes: c1.0,
+            scales: s1.0,
+            alpha_a: ag.0,
+            alpha_b: au.0,
+            input: x_ptr,
+            output: hbuf,
+            k: h as u32,
+            rows: 2 * inter as u32,
+            ..base
+        };
+        let fc2 = FcParams { codes: c2.0, scales: s2.0, alpha_a: ad.0, input: hbuf, output: ybuf, k: inter as u32, rows: h as u32, ..base };
+        let n1 = format!("moe_fc1_{}_nt{nt}", T::NAME);
+        let n2 = format!("moe_fc2_{}_nt{nt}", T::NAME);
+        let grid1 = gpu.resident_blocks(&n1, FC_THREADS, fc_smem)?;
+        let grid2 = gpu.resident_blocks(&n2, FC_THREADS, fc_smem)?;
+        // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
+        // rows; x/out/ids/weights lengths were checked.
+        unsafe {
+            gpu.launch(stream, &n1, grid1, FC_THREADS, fc_smem, fc1)?;
+            gpu.launch(stream, &n2, grid2, FC_THREADS, fc_smem, fc2)?;
+        }
+        let comb = CombineParams { y: ybuf, topk_ids: ids_ptr, out: out_ptr, m: m as u32, topk: k as u32, h: h as u32, n_experts: e as u32 };
+        let threads = 256u32;
+        let grid = ((m * h / 4) as u32).div_ceil(threads);
+        // SAFETY: y holds m*k rows of H; out holds m*H.
+        unsafe { gpu.launch(stream, &format!("moe_combine_{}", T::NAME), grid, threads, 0, comb)? };
+        Ok(())
+    }
+}

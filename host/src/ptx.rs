@@ -1,0 +1,93 @@
+//! The kernels' PTX, embedded at build time (one file per architecture,
+//! written by `cargo xtask build-ptx` and checked in, so `cargo build` needs
+//! no GPU toolchain), and the choice of which one a device runs.
+
+use crate::error::{Error, Result};
+
+/// A PTX build of the kernels crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arch {
+    /// Ada (compute capability 8.9); PTX ISA 8.1. Runs on any newer GPU too.
+    Sm89,
+    /// Hopper (9.0) and, by JIT, any newer GPU without its own build.
+    Sm90,
+    /// Blackwell datacenter (10.0), arch-specific.
+    Sm100a,
+    /// Blackwell consumer (12.0), arch-specific.
+    Sm120a,
+}
+
+impl Arch {
+    /// The PTX text.
+    pub fn ptx(self) -> &'static str {
+        match self {
+            Arch::Sm89 => include_str!("../ptx/sm_89.ptx"),
+            Arch::Sm90 => include_str!("../ptx/sm_90.ptx"),
+            Arch::Sm100a => include_str!("../ptx/sm_100a.ptx"),
+            Arch::Sm120a => include_str!("../ptx/sm_120a.ptx"),
+        }
+    }
+
+    /// Its name, as in `sm_90`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Sm89 => "sm_89",
+            Arch::Sm90 => "sm_90",
+            Arch::Sm100a => "sm_100a",
+            Arch::Sm120a => "sm_120a",
+        }
+    }
+
+    /// Parses `sm_89`, `sm_90`, `sm_100a`, `sm_120a`.
+    pub fn from_name(s: &str) -> Option<Arch> {
+        [Arch::Sm89, Arch::Sm90, Arch::Sm100a, Arch::Sm120a].into_iter().find(|a| a.name() == s)
+    }
+
+    /// The build for a device of compute capability `major.minor`: its own
+    /// build where there is one, else the newest forward-compatible one.
+    /// Below 8.9 there is none (the E4M3 convert needs sm_89).
+    pub fn for_capability(major: i32, minor: i32) -> Result<Arch> {
+        match (major, minor) {
+            (10, 0) => Ok(Arch::Sm100a),
+            (12, 0) => Ok(Arch::Sm120a),
+            (m, _) if m >= 9 => Ok(Arch::Sm90),
+            (8, n) if n >= 9 => Ok(Arch::Sm89),
+            _ => Err(Error::UnsupportedGpu { major, minor }),
+        }
+    }
+
+    /// True where `mma.m16n8k64.s4` is native (Ada); elsewhere the W4A4 GEMM
+    /// unpacks to s8.
+    pub fn native_int4_mma(self) -> bool {
+        self == Arch::Sm89
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capability_picks_a_build() {
+        assert_eq!(Arch::for_capability(8, 9).unwrap(), Arch::Sm89);
+        assert_eq!(Arch::for_capability(9, 0).unwrap(), Arch::Sm90);
+        assert_eq!(Arch::for_capability(10, 0).unwrap(), Arch::Sm100a);
+        assert_eq!(Arch::for_capability(10, 3).unwrap(), Arch::Sm90);
+        assert_eq!(Arch::for_capability(12, 0).unwrap(), Arch::Sm120a);
+        let e = Arch::for_capability(8, 6).unwrap_err().to_string();
+        assert!(e.contains("8.6") && e.contains("sm_89"), "{e}");
+        assert!(Arch::for_capability(7, 0).is_err());
+    }
+
+    #[test]
+    fn every_build_is_embedded_and_has_the_kernels() {
+        for a in [Arch::Sm89, Arch::Sm90, Arch::Sm100a, Arch::Sm120a] {
+            let ptx = a.ptx();
+            assert!(ptx.contains(&format!(".target {}", a.name())), "{}", a.name());
+            for k in ["moe_route", "moe_fc1_bf16_nt1", "moe_fc2_f16_nt4", "moe_combine_bf16", "w4a4_gemm_bm128_bf16", "smoke_dequant"] {
+                assert!(ptx.contains(&format!(".entry {k}(")), "{} lacks {k}", a.name());
+            }
+            assert_eq!(Arch::from_name(a.name()), Some(a));
+        }
+    }
+}

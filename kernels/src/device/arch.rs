@@ -1,0 +1,452 @@
+//! Thin wrappers over PTX instructions. Every `asm!` of the crate lives
+//! here, so the kernels read as Rust and this file is the one place to check
+//! an instruction's operand classes.
+#![allow(clippy::missing_safety_doc)]
+
+use core::arch::{asm, global_asm, nvptx};
+
+// The block's dynamic shared memory; its size is set at launch.
+global_asm!(".extern .shared .align 16 .b8 moe4_smem[];");
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn tid() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_thread_idx_x() as u32 }
+}
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn bid() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+/// `blockIdx.y`.
+#[inline(always)]
+pub fn bid_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_y() as u32 }
+}
+/// `blockDim.x`.
+#[inline(always)]
+pub fn bdim() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_dim_x() as u32 }
+}
+/// `gridDim.x`.
+#[inline(always)]
+pub fn gdim() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+/// `__syncthreads()`.
+#[inline(always)]
+pub fn sync() {
+    // SAFETY: every caller reaches it from uniform control flow.
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// Shared-memory address of the dynamic shared buffer.
+#[inline(always)]
+pub fn smem() -> u32 {
+    let r: u32;
+    // SAFETY: takes the address of a symbol.
+    unsafe { asm!("mov.u32 {r}, moe4_smem;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Shared load of a u32.
+#[inline(always)]
+pub unsafe fn lds(a: u32) -> u32 {
+    let v: u32;
+    asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) a, options(nostack, readonly));
+    v
+}
+/// Shared store of a u32.
+#[inline(always)]
+pub unsafe fn sts(a: u32, v: u32) {
+    asm!("st.shared.u32 [{a}], {v};", a = in(reg32) a, v = in(reg32) v, options(nostack));
+}
+/// Shared load of 16 bytes.
+#[inline(always)]
+pub unsafe fn lds_v4(a: u32) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.shared.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
+        a = in(reg32) a, options(nostack, readonly));
+    [x, y, z, w]
+}
+/// Shared store of 16 bytes.
+#[inline(always)]
+pub unsafe fn sts_v4(a: u32, v: [u32; 4]) {
+    asm!("st.shared.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}};",
+        a = in(reg32) a, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
+        options(nostack));
+}
+
+/// 16-byte streaming load (read once: no L1 allocation).
+#[inline(always)]
+pub unsafe fn ldg_stream_v4(p: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.global.nc.L1::no_allocate.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
+        p = in(reg64) p, options(nostack, readonly, pure));
+    [x, y, z, w]
+}
+/// 16-byte read-only load through L1.
+#[inline(always)]
+pub unsafe fn ldg_v4(p: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.global.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
+        p = in(reg64) p, options(nostack, readonly, pure));
+    [x, y, z, w]
+}
+/// 4-byte read-only load.
+#[inline(always)]
+pub unsafe fn ldg_u32(p: u64) -> u32 {
+    let v: u32;
+    asm!("ld.global.nc.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly, pure));
+    v
+}
+/// 4-byte coherent load (data written earlier in the same launch sequence
+/// by another kernel is fine either way; this one also sees same-kernel
+/// writes of other blocks after a fence).
+#[inline(always)]
+pub unsafe fn ldg_u32_coherent(p: u64) -> u32 {
+    let v: u32;
+    asm!("ld.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly));
+    v
+}
+/// f32 read-only load.
+#[inline(always)]
+pub unsafe fn ldg_f32(p: u64) -> f32 {
+    f32::from_bits(ldg_u32(p))
+}
+/// 8-byte read-only load.
+#[inline(always)]
+pub unsafe fn ldg_u64(p: u64) -> u64 {
+    let v: u64;
+    asm!("ld.global.nc.u64 {v}, [{p}];", v = out(reg64) v, p = in(reg64) p, options(nostack, readonly, pure));
+    v
+}
+/// 4-byte global store.
+#[inline(always)]
+pub unsafe fn stg_u32(p: u64, v: u32) {
+    asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
+}
+/// 2-byte global store.
+#[inline(always)]
+pub unsafe fn stg_u16(p: u64, v: u16) {
+    asm!("st.global.u16 [{p}], {v};", p = in(reg64) p, v = in(reg16) v, options(nostack));
+}
+/// 1-byte global store.
+#[inline(always)]
+pub unsafe fn stg_u8(p: u64, v: u32) {
+    asm!("st.global.u8 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
+}
+/// 8-byte global store.
+#[inline(always)]
+pub unsafe fn stg_v2(p: u64, a: u32, b: u32) {
+    asm!("st.global.v2.u32 [{p}], {{{a}, {b}}};", p = in(reg64) p, a = in(reg32) a, b = in(reg32) b, options(nostack));
+}
+/// 16-byte global store.
+#[inline(always)]
+pub unsafe fn stg_v4(p: u64, v: [u32; 4]) {
+    asm!("st.global.v4.u32 [{p}], {{{x}, {y}, {z}, {w}}};",
+        p = in(reg64) p, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
+        options(nostack));
+}
+/// `atomicAdd` on a global u32; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(p: u64, v: u32) -> u32 {
+    let old: u32;
+    asm!("atom.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v, options(nostack));
+    old
+}
+
+/// `cp.async` of 16 bytes global -> shared (L2 only).
+#[inline(always)]
+pub unsafe fn cp_async16(dst: u32, src: u64) {
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
+}
+/// `cp.async` of 16 bytes that writes zeros when `valid` is false.
+#[inline(always)]
+pub unsafe fn cp_async16_zfill(dst: u32, src: u64, valid: bool) {
+    let n: u32 = if valid { 16 } else { 0 };
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) n, options(nostack));
+}
+/// Closes the current `cp.async` group.
+#[inline(always)]
+pub unsafe fn cp_async_commit() {
+    asm!("cp.async.commit_group;", options(nostack));
+}
+/// Waits until at most `N` groups are pending.
+#[inline(always)]
+pub unsafe fn cp_async_wait<const N: u32>() {
+    asm!("cp.async.wait_group {n};", n = const N, options(nostack));
+}
+
+/// Two E4M3 (low 16 bits of `x`, element 0 low) to f16x2.
+#[inline(always)]
+pub fn cvt_e4m3x2_f16x2(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: pure register conversion.
+    unsafe {
+        asm!("{{ .reg .b16 t; cvt.u16.u32 t, {x}; cvt.rn.f16x2.e4m3x2 {y}, t; }}",
+            y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack));
+    }
+    y
+}
+/// Broadcasts the low half of a 16x2 pair to both halves.
+#[inline(always)]
+pub fn bcast_lo(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: pure register move.
+    unsafe {
+        asm!("{{ .reg .b16 l, h; mov.b32 {{l, h}}, {x}; mov.b32 {y}, {{l, l}}; }}",
+            y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack));
+    }
+    y
+}
+/// Broadcasts the high half of a 16x2 pair to both halves.
+#[inline(always)]
+pub fn bcast_hi(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: pure register move.
+    unsafe {
+        asm!("{{ .reg .b16 l, h; mov.b32 {{l, h}}, {x}; mov.b32 {y}, {{h, h}}; }}",
+            y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack));
+    }
+    y
+}
+/// f16x2 multiply (subnormals kept).
+#[inline(always)]
+pub fn mul_f16x2(a: u32, b: u32) -> u32 {
+    let y: u32;
+    // SAFETY: pure arithmetic.
+    unsafe {
+        asm!("mul.rn.f16x2 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack));
+    }
+    y
+}
+/// bf16x2 multiply, as `fma(a, b, -0)` (sm_80+; subnormal inputs are exact).
+#[inline(always)]
+pub fn mul_bf16x2(a: u32, b: u32) -> u32 {
+    let y: u32;
+    // SAFETY: pure arithmetic.
+    unsafe {
+        asm!("fma.rn.bf16x2 {y}, {a}, {b}, {z};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b,
+            z = in(reg32) 0x8000_8000u32, options(pure, nomem, nostack));
+    }
+    y
+}
+
+/// `D = A * B + D`, m16n8k16, bf16 inputs, f32 accumulators.
+#[inline(always)]
+pub fn mma_bf16(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
+    // SAFETY: register-only tensor-core op; the whole warp executes it.
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0], d1 = inout(reg32) d[1], d2 = inout(reg32) d[2], d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b0, b1 = in(reg32) b1, options(pure, nomem, nostack));
+    }
+}
+/// `D = A * B + D`, m16n8k16, f16 inputs, f32 accumulators.
+#[inline(always)]
+pub fn mma_f16(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
+    // SAFETY: register-only tensor-core op; the whole warp executes it.
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0], d1 = inout(reg32) d[1], d2 = inout(reg32) d[2], d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b0, b1 = in(reg32) b1, options(pure, nomem, nostack));
+    }
+}
+/// `D = A * B + D`, m16n8k32, s8 inputs, s32 accumulators.
+#[inline(always)]
+pub fn mma_s8(d: &mut [i32; 4], a: [u32; 4], b0: u32, b1: u32) {
+    // SAFETY: register-only tensor-core op; the whole warp executes it.
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0], d1 = inout(reg32) d[1], d2 = inout(reg32) d[2], d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b0, b1 = in(reg32) b1, options(pure, nomem, nostack));
+    }
+}
+/// `D = A * B + D`, m16n8k64, s4 inputs, s32 accumulators (native on sm_89,
+/// emulated on sm_90).
+#[inline(always)]
+pub fn mma_s4(d: &mut [i32; 4], a: [u32; 4], b0: u32, b1: u32) {
+    // SAFETY: register-only tensor-core op; the whole warp executes it.
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0], d1 = inout(reg32) d[1], d2 = inout(reg32) d[2], d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b0, b1 = in(reg32) b1, options(pure, nomem, nostack));
+    }
+}
+
+/// Two f32 to bf16x2 (`lo` in the low half), round to nearest even.
+#[inline(always)]
+pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
+    let y: u32;
+    // SAFETY: pure conversion.
+    unsafe {
+        asm!("cvt.rn.bf16x2.f32 {y}, {h}, {l};", y = out(reg32) y, h = in(reg32) hi, l = in(reg32) lo, options(pure, nomem, nostack));
+    }
+    y
+}
+/// Two f32 to f16x2 (`lo` in the low half), round to nearest even.
+#[inline(always)]
+pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    let y: u32;
+    // SAFETY: pure conversion.
+    unsafe {
+        asm!("cvt.rn.f16x2.f32 {y}, {h}, {l};", y = out(reg32) y, h = in(reg32) hi, l = in(reg32) lo, options(pure, nomem, nostack));
+    }
+    y
+}
+/// bf16 or f16 pattern of `x` (round to nearest even) in the low 16 bits.
+#[inline(always)]
+pub fn to_half_bits<const BF16: bool>(x: f32) -> u16 {
+    (if BF16 { pack_bf16x2(x, 0.0) } else { pack_f16x2(x, 0.0) }) as u16
+}
+/// f32 of a bf16 or f16 pattern.
+#[inline(always)]
+pub fn from_half_bits<const BF16: bool>(h: u32) -> f32 {
+    if BF16 {
+        f32::from_bits((h & 0xFFFF) << 16)
+    } else {
+        let y: f32;
+        // SAFETY: pure conversion.
+        unsafe {
+            asm!("{{ .reg .b16 t; cvt.u16.u32 t, {h}; cvt.f32.f16 {y}, t; }}", y = out(reg32) y, h = in(reg32) h, options(pure, nomem, nostack));
+        }
+        y
+    }
+}
+
+/// `2^x`, approximate (2 ulp).
+#[inline(always)]
+pub fn ex2(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("ex2.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack)) };
+    y
+}
+/// `min` that returns NaN if either input is NaN.
+#[inline(always)]
+pub fn min_nan(a: f32, b: f32) -> f32 {
+    let y: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("min.NaN.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    y
+}
+/// `max` that returns NaN if either input is NaN.
+#[inline(always)]
+pub fn max_nan(a: f32, b: f32) -> f32 {
+    let y: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("max.NaN.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    y
+}
+/// Round to nearest even integer (f32 -> i32), saturating.
+#[inline(always)]
+pub fn rint_i32(x: f32) -> i32 {
+    let y: i32;
+    // SAFETY: pure conversion.
+    unsafe { asm!("cvt.rni.sat.s32.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack)) };
+    y
+}
+/// IEEE f32 division, round to nearest (the same result as the CPU's `/`).
+#[inline(always)]
+pub fn div_rn(a: f32, b: f32) -> f32 {
+    let y: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("div.rn.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    y
+}
+
+/// `__shfl_xor_sync(full mask)`.
+#[inline(always)]
+pub fn shfl_xor(v: u32, m: u32) -> u32 {
+    let y: u32;
+    // SAFETY: the whole warp executes it.
+    unsafe { asm!("shfl.sync.bfly.b32 {y}, {v}, {m}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, m = in(reg32) m, options(nostack)) };
+    y
+}
+/// `__shfl_up_sync(full mask)`.
+#[inline(always)]
+pub fn shfl_up(v: u32, d: u32) -> u32 {
+    let y: u32;
+    // SAFETY: the whole warp executes it.
+    unsafe { asm!("shfl.sync.up.b32 {y}, {v}, {d}, 0, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, d = in(reg32) d, options(nostack)) };
+    y
+}
+/// `__shfl_sync(full mask)`: `v` of lane `src`.
+#[inline(always)]
+pub fn shfl_idx(v: u32, src: u32) -> u32 {
+    let y: u32;
+    // SAFETY: the whole warp executes it.
+    unsafe { asm!("shfl.sync.idx.b32 {y}, {v}, {s}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, s = in(reg32) src, options(nostack)) };
+    y
+}
+
+/// Calls `f(0), f(1), .., f(N - 1)` as straight-line code, so an array
+/// indexed by the argument stays in registers (LLVM does not fully unroll
+/// loops with bodies this large on its own).
+#[inline(always)]
+pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(N <= 8) };
+    if N > 0 { f(0) }
+    if N > 1 { f(1) }
+    if N > 2 { f(2) }
+    if N > 3 { f(3) }
+    if N > 4 { f(4) }
+    if N > 5 { f(5) }
+    if N > 6 { f(6) }
+    if N > 7 { f(7) }
+}
+
+/// Inclusive prefix sum over the warp.
+#[inline(always)]
+pub fn warp_inclusive_sum(v: u32, lane: u32) -> u32 {
+    let mut x = v;
+    let mut d = 1;
+    while d < 32 {
+        let y = shfl_up(x, d);
+        if lane >= d {
+            x += y;
+        }
+        d <<= 1;
+    }
+    x
+}
+
+/// Exclusive prefix sum over the block (`bdim() <= 1024`), with the total.
+/// Uses 32 words of shared memory at `scratch`; contains two barriers.
+#[inline(always)]
+pub unsafe fn block_exclusive_sum(v: u32, scratch: u32) -> (u32, u32) {
+    let t = tid();
+    let (lane, warp) = (t & 31, t >> 5);
+    let nwarps = bdim().div_ceil(32);
+    let incl = warp_inclusive_sum(v, lane);
+    if lane == 31 {
+        sts(scratch + 4 * warp, incl);
+    }
+    sync();
+    let mut before = 0;
+    let mut total = 0;
+    let mut w = 0;
+    while w < nwarps {
+        let s = lds(scratch + 4 * w);
+        if w < warp {
+            before += s;
+        }
+        total += s;
+        w += 1;
+    }
+    sync();
+    (before + incl - v, total)
+}

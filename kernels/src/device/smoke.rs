@@ -1,0 +1,145 @@
+//! `smoke_*`: one instruction (or one decode step) at a time, checked
+//! bit-for-bit against the CPU by the host's smoke test. Each `mma` kernel
+//! is one warp with row-major A `[16][K]`, B stored `[8][K]` (`[n][k]`) and
+//! C/D `[16][8]`, in 32-bit words.
+
+use super::arch::*;
+use super::fc::{dequant_step, lane_scales};
+
+#[inline(always)]
+unsafe fn frag_ab(a: *const u32, b: *const u32, wpr: usize) -> ([u32; 4], u32, u32) {
+    // wpr: 32-bit words per row (K16 f16: 8 words; K32 s8: 8; K64 s4: 8).
+    let l = tid() as usize & 31;
+    let (g, t) = (l >> 2, l & 3);
+    let half = wpr / 2;
+    (
+        [*a.add(g * wpr + t), *a.add((g + 8) * wpr + t), *a.add(g * wpr + t + half), *a.add((g + 8) * wpr + t + half)],
+        *b.add(g * wpr + t),
+        *b.add(g * wpr + t + half),
+    )
+}
+
+#[inline(always)]
+unsafe fn store_d<T: Copy>(d: *mut T, v: [T; 4]) {
+    let l = tid() as usize & 31;
+    let (g, t) = (l >> 2, l & 3);
+    *d.add(g * 8 + 2 * t) = v[0];
+    *d.add(g * 8 + 2 * t + 1) = v[1];
+    *d.add((g + 8) * 8 + 2 * t) = v[2];
+    *d.add((g + 8) * 8 + 2 * t + 1) = v[3];
+}
+
+#[inline(always)]
+unsafe fn load_c<T: Copy>(c: *const T) -> [T; 4] {
+    let l = tid() as usize & 31;
+    let (g, t) = (l >> 2, l & 3);
+    [*c.add(g * 8 + 2 * t), *c.add(g * 8 + 2 * t + 1), *c.add((g + 8) * 8 + 2 * t), *c.add((g + 8) * 8 + 2 * t + 1)]
+}
+
+/// One `mma.m16n8k16` f16 -> f32 tile.
+///
+/// # Safety
+/// One warp; A 16x8 words, B 8x8 words, C and D 16x8 f32.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_mma_f16(a: *const u32, b: *const u32, c: *const f32, d: *mut f32) {
+    let (fa, b0, b1) = frag_ab(a, b, 8);
+    let mut acc = load_c(c);
+    mma_f16(&mut acc, fa, b0, b1);
+    store_d(d, acc);
+}
+
+/// One `mma.m16n8k16` bf16 -> f32 tile.
+///
+/// # Safety
+/// As [`smoke_mma_f16`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_mma_bf16(a: *const u32, b: *const u32, c: *const f32, d: *mut f32) {
+    let (fa, b0, b1) = frag_ab(a, b, 8);
+    let mut acc = load_c(c);
+    mma_bf16(&mut acc, fa, b0, b1);
+    store_d(d, acc);
+}
+
+/// One `mma.m16n8k32` s8 -> s32 tile.
+///
+/// # Safety
+/// One warp; A 16x8 words, B 8x8 words, C and D 16x8 i32.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_mma_s8(a: *const u32, b: *const u32, c: *const i32, d: *mut i32) {
+    let (fa, b0, b1) = frag_ab(a, b, 8);
+    let mut acc = load_c(c);
+    mma_s8(&mut acc, fa, b0, b1);
+    store_d(d, acc);
+}
+
+/// One `mma.m16n8k64` s4 -> s32 tile.
+///
+/// # Safety
+/// One warp; A 16x8 words, B 8x8 words, C and D 16x8 i32.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_mma_s4(a: *const u32, b: *const u32, c: *const i32, d: *mut i32) {
+    let (fa, b0, b1) = frag_ab(a, b, 8);
+    let mut acc = load_c(c);
+    mma_s4(&mut acc, fa, b0, b1);
+    store_d(d, acc);
+}
+
+/// `out[i] = cvt.rn.f16x2.e4m3x2(inp[i])` for `n` pairs of E4M3 codes.
+///
+/// # Safety
+/// `inp` and `out` hold `n` elements.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_cvt_e4m3(inp: *const u16, out: *mut u32, n: u32) {
+    let i = bid() * bdim() + tid();
+    if i < n {
+        *out.add(i as usize) = cvt_e4m3x2_f16x2(*inp.add(i as usize) as u32);
+    }
+}
+
+/// The decode kernels' dequantization of one packed word, for both 16-bit
+/// formats: `out_bf16[4i..4i+4]` and `out_f16[4i..4i+4]` are the A registers
+/// [`dequant_step`] produces for `words[i]` with the row-g scale `scales[i]`
+/// byte 0 and the row-g+8 scale byte 1 (mtile 0 of [`lane_scales`]).
+///
+/// # Safety
+/// `words`, `scales` hold `n` elements, the outputs `4 n`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_dequant(
+    words: *const u32,
+    scales: *const u32,
+    out_bf16: *mut u32,
+    out_f16: *mut u32,
+    n: u32,
+) {
+    let i = bid() * bdim() + tid();
+    if i < n {
+        let (q, s) = (*words.add(i as usize), *scales.add(i as usize));
+        let sb = lane_scales::<true>(s);
+        let sf = lane_scales::<false>(s);
+        let b = dequant_step::<true>(q, sb[0][0], sb[0][1]);
+        let f = dequant_step::<false>(q, sf[0][0], sf[0][1]);
+        let mut k = 0;
+        while k < 4 {
+            *out_bf16.add(4 * i as usize + k) = b[k];
+            *out_f16.add(4 * i as usize + k) = f[k];
+            k += 1;
+        }
+    }
+}
+
+/// Blackwell's hardware E2M1 convert: `out[i] = cvt.rn.f16x2.e2m1x2(i)` for
+/// all 256 bytes (sm_100a / sm_120a builds only).
+///
+/// # Safety
+/// `out` holds 256 words.
+#[cfg(any(moe4_arch = "sm_100a", moe4_arch = "sm_120a"))]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_cvt_e2m1(out: *mut u32) {
+    let i = bid() * bdim() + tid();
+    if i < 256 {
+        let y: u32;
+        core::arch::asm!("{{ .reg .b8 t; cvt.u8.u32 t, {x}; cvt.rn.f16x2.e2m1x2 {y}, t; }}",
+            y = out(reg32) y, x = in(reg32) i, options(pure, nomem, nostack));
+        *out.add(i as usize) = y;
+    }
+}

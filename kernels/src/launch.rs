@@ -1,0 +1,33 @@
+//! Launch geometry the kernels assume and the host uses: one definition.
+
+/// Threads of the routing block.
+pub const ROUTE_THREADS: u32 = 1024;
+/// Threads per FC block (4 warps splitting K).
+pub const FC_THREADS: u32 = 128;
+/// Threads per W4A4 GEMM block (8 warps).
+pub const GEMM_THREADS: u32 = 256;
+/// Output columns per W4A4 GEMM tile.
+pub const GEMM_BN: u32 = 128;
+/// K per W4A4 GEMM pipeline stage.
+pub const GEMM_BK: u32 = 128;
+/// W4A4 GEMM pipeline stages.
+pub const GEMM_STAGES: u32 = 4;
+/// Most experts the W4A4 schedule holds in shared memory.
+pub const GEMM_MAX_EXPERTS: u32 = 1024;
+
+/// Dynamic shared memory of a W4A4 GEMM with `bm`-row tiles: the stages,
+/// then per-expert tile prefix, segment starts and ends, then 32 words.
+pub const fn gemm_smem_bytes(bm: u32) -> u32 {
+    GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
+}
+
+/// Dynamic shared memory of an FC kernel holding `nt` 8-token column tiles
+/// (the cross-warp reduction buffer).
+pub const fn fc_smem_bytes(nt: u32) -> u32 {
+    4 * 3 * 32 * 8 * nt
+}
+
+/// Dynamic shared memory of the routing kernel.
+pub const fn route_smem_bytes(sort_len: u32, experts: u32) -> u32 {
+    4 * (sort_len + 2 * experts + 32)
+}

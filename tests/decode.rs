@@ -1,0 +1,211 @@
+//! The NVFP4 decode layer on the GPU against the f64 CPU reference on the
+//! same quantized weights: model shapes (fewer experts where the whole layer
+//! would be too slow for the reference), M in 1, 3, 8, 33, 64, the three
+//! activations, bf16 and f16, ids with -1, all tokens on one expert,
+//! out-of-range ids, graph replay == eager bit for bit. Outputs are poisoned
+//! with NaN before every run and every element must come back finite.
+
+mod common;
+use common::*;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::CudaStream;
+use half::{bf16, f16};
+use moe4::nvfp4::Nvfp4Moe;
+use moe4::reference::{moe_layer, Activation};
+use moe4::{Arch, Gpu, Half, MoeWeights, Workspace};
+use std::sync::Arc;
+
+const TOL: f64 = 1e-2;
+
+struct Case<'a> {
+    name: String,
+    m: usize,
+    topk: usize,
+    ids: Vec<i32>,
+    tw: Vec<f32>,
+    x: Vec<f32>,
+    layer: &'a Nvfp4Moe,
+}
+
+/// Runs one forward on the GPU (output poisoned first) and returns it as f64.
+fn run_gpu<T: Half>(w: &MoeWeights, ws: &mut Workspace, s: &Arc<CudaStream>, c: &Case) -> Vec<f64> {
+    let h = w.hidden();
+    let x: Vec<T> = c.x.iter().map(|&v| T::from_f32(v)).collect();
+    let xd = s.clone_htod(&x).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let poison = vec![T::from_bits(if T::IS_BF16 { 0x7FC0 } else { 0x7E00 }); c.m * h];
+    let mut out = s.clone_htod(&poison).unwrap();
+    w.forward(ws, s, &xd.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+    let got = s.clone_dtoh(&out).unwrap();
+    let unwritten = got.iter().filter(|v| !v.to_f32().is_finite()).count();
+    assert_eq!(unwritten, 0, "{}: {unwritten} outputs not written (or not finite)", c.name);
+    got.iter().map(|v| v.to_f32() as f64).collect()
+}
+
+fn check<T: Half>(w: &MoeWeights, ws: &mut Workspace, s: &Arc<CudaStream>, c: &Case) -> f64 {
+    // The reference sees the same 16-bit input the GPU does.
+    let x16: Vec<f32> = c.x.iter().map(|&v| T::from_f32(v).to_f32()).collect();
+    let want = moe_layer(c.layer, w.activation(), &x16, &c.ids, &c.tw, c.m, c.topk).unwrap();
+    let got = run_gpu::<T>(w, ws, s, c);
+    let err = rel_l2(&got, &want);
+    report(&format!("decode {} [{}]: rel L2 error {err:.2e}", c.name, T::NAME));
+    assert!(err < TOL, "{} [{}]: relative error {err} >= {TOL}", c.name, T::NAME);
+    err
+}
+
+fn case<'a>(rng: &mut Rng, layer: &'a Nvfp4Moe, name: &str, m: usize, topk: usize) -> Case<'a> {
+    let (ids, tw) = routing(rng, m, layer.experts(), topk);
+    Case { name: format!("{name} M={m}"), m, topk, ids, tw, x: rng.vec(m * layer.hidden(), 1.0), layer }
+}
+
+#[test]
+fn model_shapes_against_the_reference() {
+    let Some(gpu) = gpu("model_shapes_against_the_reference") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(2024);
+    // (name, H, I, experts used, top-k, activation)
+    let shapes = [
+        ("Qwen3-30B-A3B", 2048, 768, 128, 8, Activation::Silu),
+        ("DeepSeek-V3 (8 of 256 experts)", 7168, 2048, 8, 8, Activation::Silu),
+        ("DeepSeek-V4-Pro (6 of 384 experts)", 7168, 3072, 6, 6, Activation::ClampedSilu { limit: 10.0 }),
+        ("DeepSeek-V4-Flash (8 of 256 experts)", 4096, 2048, 8, 6, Activation::Silu),
+        ("GPT-OSS-120B (16 of 128 experts, K=2880)", 2880, 2880, 16, 4, Activation::GPT_OSS),
+        ("Mixtral-8x7B (2 of 8 experts)", 4096, 14336, 2, 2, Activation::Silu),
+    ];
+    for (name, h, i, e, topk, act) in shapes {
+        let layer = random_layer(&mut rng, e, h, i);
+        let w = MoeWeights::new(&gpu, &s, &layer, act).unwrap();
+        let mut ws = Workspace::new(&w, &s, 64, topk).unwrap();
+        for m in [1, 33, 64] {
+            let c = case(&mut rng, &layer, name, m, topk);
+            check::<bf16>(&w, &mut ws, &s, &c);
+        }
+        let c = case(&mut rng, &layer, name, 8, topk);
+        check::<f16>(&w, &mut ws, &s, &c);
+    }
+}
+
+#[test]
+fn every_m_activation_and_dtype() {
+    let Some(gpu) = gpu("every_m_activation_and_dtype") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(99);
+    let (e, h, i, topk) = (16, 512, 320, 4);
+    let layer = random_layer(&mut rng, e, h, i);
+    for act in [Activation::Silu, Activation::ClampedSilu { limit: 0.3 }, Activation::GPT_OSS] {
+        let w = MoeWeights::new(&gpu, &s, &layer, act).unwrap();
+        let mut ws = Workspace::new(&w, &s, 64, topk).unwrap();
+        for m in [1, 3, 8, 33, 64] {
+            let mut c = case(&mut rng, &layer, &format!("{act:?}"), m, topk);
+            // Some pairs have no expert (another rank's, under EP).
+            for p in (0..c.ids.len()).step_by(5) {
+                c.ids[p] = -1;
+            }
+            check::<bf16>(&w, &mut ws, &s, &c);
+            check::<f16>(&w, &mut ws, &s, &c);
+        }
+    }
+}
+
+#[test]
+fn skewed_and_degenerate_routing() {
+    let Some(gpu) = gpu("skewed_and_degenerate_routing") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(7);
+    let (e, h, i) = (32, 256, 192);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let topk = 8;
+    let mut ws = Workspace::new(&w, &s, 256, topk).unwrap();
+    // Every token on one expert (k slots all the same expert: 8 * M pairs
+    // on expert 5, more than one column-tile group).
+    for m in [1, 7, 64, 256] {
+        let mut c = case(&mut rng, &layer, "all pairs on expert 5", m, topk);
+        c.ids.iter_mut().for_each(|id| *id = 5);
+        check::<bf16>(&w, &mut ws, &s, &c);
+    }
+    // All ids -1: the output is exactly zero (and written).
+    let mut c = case(&mut rng, &layer, "all ids -1", 3, topk);
+    c.ids.iter_mut().for_each(|id| *id = -1);
+    let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+    assert!(got.iter().all(|&v| v == 0.0));
+    // Out-of-range ids: skipped like -1, counted, no fault.
+    ws.reset_invalid_id_count(&s).unwrap();
+    let mut c = case(&mut rng, &layer, "out-of-range ids", 33, topk);
+    let bad = [(0usize, 32i32), (3, 1000), (9, -2), (40, i32::MIN), (77, i32::MAX), (100, 65536)];
+    for &(p, v) in &bad {
+        c.ids[p] = v;
+    }
+    check::<bf16>(&w, &mut ws, &s, &c);
+    assert_eq!(ws.invalid_id_count(&s).unwrap(), bad.len() as u64);
+    // Too many tokens is an error, not a fault.
+    let c = case(&mut rng, &layer, "over capacity", 257, topk);
+    let x = s.clone_htod(&vec![bf16::ZERO; c.m * h]).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let mut out = s.alloc_zeros::<bf16>(c.m * h).unwrap();
+    let e = w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err();
+    assert!(e.to_string().contains("257") && e.to_string().contains("256"), "{e}");
+}
+
+#[test]
+fn graph_replay_equals_eager_bit_for_bit() {
+    let Some(gpu) = gpu("graph_replay_equals_eager_bit_for_bit") else { return };
+    let ctx = gpu.context().clone();
+    let s = ctx.new_stream().unwrap();
+    // SAFETY: this test uses one stream for everything it captures.
+    unsafe { ctx.disable_event_tracking() };
+    let mut rng = Rng(31337);
+    let layer = random_layer(&mut rng, 64, 1024, 512);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, 48, 6).unwrap();
+    let c = case(&mut rng, &layer, "graph", 48, 6);
+    let x = s.clone_htod(&c.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let mut eager = s.alloc_zeros::<bf16>(48 * 1024).unwrap();
+    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut eager.as_view_mut()).unwrap();
+    let eager = s.clone_dtoh(&eager).unwrap();
+    let mut out = s.clone_htod(&vec![bf16::NAN; 48 * 1024]).unwrap();
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+    let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
+    for rep in 0..3 {
+        graph.launch().unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(diff, 0, "replay {rep}: {diff} outputs differ from eager");
+    }
+    unsafe { ctx.enable_event_tracking() };
+}
+
+#[test]
+fn sm89_build_on_this_gpu() {
+    let Some(gpu) = gpu("sm89_build_on_this_gpu") else { return };
+    if gpu.arch() == Arch::Sm89 {
+        return;
+    }
+    let g89 = Gpu::with_arch(gpu.context().clone(), Arch::Sm89).unwrap();
+    let s = g89.context().default_stream();
+    let mut rng = Rng(8989);
+    let layer = random_layer(&mut rng, 16, 2880, 256);
+    let w = MoeWeights::new(&g89, &s, &layer, Activation::GPT_OSS).unwrap();
+    let mut ws = Workspace::new(&w, &s, 33, 4).unwrap();
+    let c = case(&mut rng, &layer, "sm_89 PTX", 33, 4);
+    check::<bf16>(&w, &mut ws, &s, &c);
+    check::<f16>(&w, &mut ws, &s, &c);
+}
+
+/// A small case for compute-sanitizer (memcheck, racecheck):
+/// `compute-sanitizer --tool racecheck <decode test binary> sanitizer_case`.
+#[test]
+fn sanitizer_case() {
+    let Some(gpu) = gpu("sanitizer_case") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(5);
+    let layer = random_layer(&mut rng, 8, 256, 128);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, 9, 4).unwrap();
+    let mut c = case(&mut rng, &layer, "sanitizer", 9, 4);
+    c.ids[3] = -1;
+    c.ids[5] = 77;
+    check::<bf16>(&w, &mut ws, &s, &c);
+}
