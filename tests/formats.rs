@@ -45,7 +45,8 @@ fn w13_orders_round_trip() {
     let (e, h, i) = (3, 64, 32);
     let moe = random_layer(&mut rng, e, h, i);
     // Same global scale for gate and up, as one fused tensor has.
-    let moe = Nvfp4Moe { up: moe4::nvfp4::Nvfp4Weight { global_scale: moe.gate.global_scale.clone(), ..moe.up }, ..moe };
+    let moe =
+        Nvfp4Moe { up: moe4::nvfp4::Nvfp4Weight { global_scale: moe.gate.global_scale.clone(), ..moe.up }, ..moe };
     for order in [W13Order::GateUp, W13Order::UpGate, W13Order::Interleaved] {
         let w13 = moe.to_w13(order).unwrap();
         let back = Nvfp4Moe::from_w13(&w13.to_swizzled(), order, moe.down.clone()).unwrap();
@@ -82,6 +83,7 @@ fn bad_tensors_give_named_errors() {
 }
 
 /// The plainest possible f64 MoE: dequantize everything, loop.
+#[allow(clippy::needless_range_loop)]
 fn naive_layer(w: &Nvfp4Moe, act: Activation, x: &[f32], ids: &[i32], tw: &[f32], m: usize, topk: usize) -> Vec<f64> {
     let (e_n, h, i) = (w.experts(), w.hidden(), w.intermediate());
     let mut out = vec![0f64; m * h];

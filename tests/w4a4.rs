@@ -140,7 +140,10 @@ fn quantizer_is_bit_exact() {
                 let (gq, gs) = (s.clone_dtoh(&q).unwrap(), s.clone_dtoh(&sc).unwrap());
                 let bad_q = gq.iter().zip(&want.q).filter(|(a, b)| a != b).count();
                 let bad_s = gs.iter().zip(&want.scale).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-                report(&format!("quantizer {rows}x{k} [{}]: {bad_q} code bytes, {bad_s} scales differ", stringify!($t)));
+                report(&format!(
+                    "quantizer {rows}x{k} [{}]: {bad_q} code bytes, {bad_s} scales differ",
+                    stringify!($t)
+                ));
                 assert_eq!((bad_q, bad_s), (0, 0));
             }};
         }

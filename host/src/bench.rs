@@ -49,7 +49,14 @@ pub const SHAPES: &[Shape] = &[
 ];
 
 /// Fills a device buffer with hashed words `(h & and_mask) | or_mask`.
-pub fn fill<T>(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, buf: &mut CudaSlice<T>, seed: u32, and_mask: u32, or_mask: u32) -> Result<()> {
+pub fn fill<T>(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    buf: &mut CudaSlice<T>,
+    seed: u32,
+    and_mask: u32,
+    or_mask: u32,
+) -> Result<()> {
     let words = (buf.len() * std::mem::size_of::<T>() / 4) as u64;
     let p = buf.device_ptr_mut(stream).0;
     let args: [&dyn crate::gpu::ArgRef; 5] = [&p, &words, &seed, &and_mask, &or_mask];
@@ -138,13 +145,20 @@ pub struct DecodeResult {
 }
 
 /// Times the decode layer for `shape` at each `m`.
-pub fn decode(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize], copy_gbps: f64) -> Result<Vec<DecodeResult>> {
+pub fn decode(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    ms: &[usize],
+    copy_gbps: f64,
+) -> Result<Vec<DecodeResult>> {
     let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
     let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 7)?;
     let max_m = *ms.iter().max().unwrap_or(&1);
     let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
     let mut rng = Lcg(12345);
-    let x_host: Vec<bf16> = (0..max_m * shape.h).map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0)).collect();
+    let x_host: Vec<bf16> =
+        (0..max_m * shape.h).map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0)).collect();
     let x = stream.clone_htod(&x_host)?;
     let mut out = stream.alloc_zeros::<bf16>(max_m * shape.h)?;
     let l2 = 64e6;
@@ -241,7 +255,13 @@ pub struct W4A4Result {
 }
 
 /// Times the W4A4 GEMMs of `shape` for each total row count.
-pub fn w4a4(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, rows_list: &[usize], s8_peak: f64) -> Result<Vec<W4A4Result>> {
+pub fn w4a4(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    rows_list: &[usize],
+    s8_peak: f64,
+) -> Result<Vec<W4A4Result>> {
     let api = W4A4::new(gpu, stream)?;
     let mut res = Vec::new();
     for (gemm, n, k) in [("FC1", 2 * shape.i, shape.h), ("FC2", shape.h, shape.i)] {
@@ -293,7 +313,16 @@ pub fn w4a4(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, rows_list: &
 pub fn decode_table(r: &[DecodeResult], copy_gbps: f64) -> String {
     let mut s = format!("copy bandwidth (same run): {copy_gbps:.0} GB/s\n\n| shape | M | µs | touched MB | GB/s | of copy BW |\n|---|---:|---:|---:|---:|---:|\n");
     for x in r {
-        let _ = writeln!(s, "| {} | {} | {:.1} | {:.1} | {:.0} | {:.2} |", x.shape, x.m, x.us, x.bytes / 1e6, x.gbps, x.of_copy);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.2} |",
+            x.shape,
+            x.m,
+            x.us,
+            x.bytes / 1e6,
+            x.gbps,
+            x.of_copy
+        );
     }
     s
 }
@@ -348,5 +377,11 @@ pub fn w4a4_json(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
             )
         })
         .collect();
-    format!("{{\"peak_s8_tops\":{:.1},\"peak_s4_tops\":{:.1},\"peak_f16_tflops\":{:.1},\"w4a4\":[{}]}}", peaks.0, peaks.1, peaks.2, rows.join(","))
+    format!(
+        "{{\"peak_s8_tops\":{:.1},\"peak_s4_tops\":{:.1},\"peak_f16_tflops\":{:.1},\"w4a4\":[{}]}}",
+        peaks.0,
+        peaks.1,
+        peaks.2,
+        rows.join(",")
+    )
 }

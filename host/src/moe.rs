@@ -110,7 +110,7 @@ fn column_tiles(m: usize) -> usize {
 }
 
 fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
-    if addr % align as u64 == 0 {
+    if addr.is_multiple_of(align as u64) {
         Ok(())
     } else {
         Err(Error::Alignment { what: what.into(), align, addr })
@@ -136,7 +136,11 @@ impl MoeWeights {
             return Err(unsupported("workspace", "another layer's", "create the Workspace from these weights"));
         }
         if x.len() % h != 0 {
-            return Err(Error::Shape { what: format!("x (a multiple of H = {h})"), expected: x.len().div_ceil(h) * h, got: x.len() });
+            return Err(Error::Shape {
+                what: format!("x (a multiple of H = {h})"),
+                expected: x.len().div_ceil(h) * h,
+                got: x.len(),
+            });
         }
         let m = x.len() / h;
         let k = ws.topk;
@@ -211,7 +215,16 @@ impl MoeWeights {
             rows: 2 * inter as u32,
             ..base
         };
-        let fc2 = FcParams { codes: c2.0, scales: s2.0, alpha_a: ad.0, input: hbuf, output: ybuf, k: inter as u32, rows: h as u32, ..base };
+        let fc2 = FcParams {
+            codes: c2.0,
+            scales: s2.0,
+            alpha_a: ad.0,
+            input: hbuf,
+            output: ybuf,
+            k: inter as u32,
+            rows: h as u32,
+            ..base
+        };
         let n1 = format!("moe_fc1_{}_nt{nt}", T::NAME);
         let n2 = format!("moe_fc2_{}_nt{nt}", T::NAME);
         let grid1 = gpu.resident_blocks(&n1, FC_THREADS, fc_smem)?;
@@ -222,7 +235,15 @@ impl MoeWeights {
             gpu.launch(stream, &n1, grid1, FC_THREADS, fc_smem, fc1)?;
             gpu.launch(stream, &n2, grid2, FC_THREADS, fc_smem, fc2)?;
         }
-        let comb = CombineParams { y: ybuf, topk_ids: ids_ptr, out: out_ptr, m: m as u32, topk: k as u32, h: h as u32, n_experts: e as u32 };
+        let comb = CombineParams {
+            y: ybuf,
+            topk_ids: ids_ptr,
+            out: out_ptr,
+            m: m as u32,
+            topk: k as u32,
+            h: h as u32,
+            n_experts: e as u32,
+        };
         let threads = 256u32;
         let grid = ((m * h / 4) as u32).div_ceil(threads);
         // SAFETY: y holds m*k rows of H; out holds m*H.

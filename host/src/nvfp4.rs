@@ -53,17 +53,21 @@ impl Nvfp4Weight {
     /// Checks that every buffer's length matches `(experts, rows, k)` and
     /// that `k` is a multiple of 16.
     pub fn validate(&self, name: &str) -> Result<()> {
-        if self.k == 0 || self.k % 16 != 0 {
+        if self.k == 0 || !self.k.is_multiple_of(16) {
             return Err(unsupported(format!("{name}: K"), self.k, "must be a positive multiple of 16 (NVFP4 blocks)"));
         }
         let (e, r, c) = (self.experts, self.rows, self.k / 16);
         shape(format!("{name}.codes ([{e}, {r}, {}] bytes)", self.k / 2), e * r * self.k / 2, self.codes.len())?;
         match &self.scales {
             BlockScales::Linear(s) => shape(format!("{name}.scales (linear [{e}, {r}, {c}])"), e * r * c, s.len())?,
-            BlockScales::PackedU32(s) => {
-                shape(format!("{name}.scales (u32-packed [{e}, {r}, {}])", packed_words(c)), e * r * packed_words(c), s.len())?
+            BlockScales::PackedU32(s) => shape(
+                format!("{name}.scales (u32-packed [{e}, {r}, {}])", packed_words(c)),
+                e * r * packed_words(c),
+                s.len(),
+            )?,
+            BlockScales::Swizzled(s) => {
+                shape(format!("{name}.scales (128x4 swizzled)"), e * swizzled_len(r, c), s.len())?
             }
-            BlockScales::Swizzled(s) => shape(format!("{name}.scales (128x4 swizzled)"), e * swizzled_len(r, c), s.len())?,
         }
         shape(format!("{name}.global_scale"), e, self.global_scale.len())
     }
@@ -93,7 +97,9 @@ impl Nvfp4Weight {
 
     /// The exact value of one weight.
     pub fn value(&self, e: usize, r: usize, k: usize) -> f64 {
-        e2m1_to_f32(self.code(e, r, k)) as f64 * e4m3_to_f32(self.scale(e, r, k / 16)) as f64 * self.global_scale[e] as f64
+        e2m1_to_f32(self.code(e, r, k)) as f64
+            * e4m3_to_f32(self.scale(e, r, k / 16)) as f64
+            * self.global_scale[e] as f64
     }
 
     /// One dequantized row, exactly (`value` for every k).
@@ -231,7 +237,7 @@ impl Nvfp4Moe {
     /// scale applies to both halves) and takes `w2 [E, H, I]` as down.
     pub fn from_w13(w13: &Nvfp4Weight, order: W13Order, w2: Nvfp4Weight) -> Result<Nvfp4Moe> {
         w13.validate("w13")?;
-        if w13.rows % 2 != 0 {
+        if !w13.rows.is_multiple_of(2) {
             return Err(unsupported("w13 rows", w13.rows, "must be even (2 * intermediate size)"));
         }
         let i = w13.rows / 2;
@@ -304,7 +310,10 @@ impl Nvfp4Moe {
         for (name, w, rows, k) in [("up", &self.up, i, h), ("down", &self.down, h, i)] {
             if w.experts != e || w.rows != rows || w.k != k {
                 return Err(Error::Shape {
-                    what: format!("{name} shape [E, rows, K] = [{}, {}, {}], expected [{e}, {rows}, {k}]", w.experts, w.rows, w.k),
+                    what: format!(
+                        "{name} shape [E, rows, K] = [{}, {}, {}], expected [{e}, {rows}, {k}]",
+                        w.experts, w.rows, w.k
+                    ),
                     expected: e * rows * k,
                     got: w.experts * w.rows * w.k,
                 });

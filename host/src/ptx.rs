@@ -84,7 +84,14 @@ mod tests {
         for a in [Arch::Sm89, Arch::Sm90, Arch::Sm100a, Arch::Sm120a] {
             let ptx = a.ptx();
             assert!(ptx.contains(&format!(".target {}", a.name())), "{}", a.name());
-            for k in ["moe_route", "moe_fc1_bf16_nt1", "moe_fc2_f16_nt4", "moe_combine_bf16", "w4a4_gemm_bm128_bf16", "smoke_dequant"] {
+            for k in [
+                "moe_route",
+                "moe_fc1_bf16_nt1",
+                "moe_fc2_f16_nt4",
+                "moe_combine_bf16",
+                "w4a4_gemm_bm128_bf16",
+                "smoke_dequant",
+            ] {
                 assert!(ptx.contains(&format!(".entry {k}(")), "{} lacks {k}", a.name());
             }
             assert_eq!(Arch::from_name(a.name()), Some(a));

@@ -43,7 +43,7 @@ impl Element for f16 {
 /// Quantizes `w` (`[experts, rows, k]`, row-major) to NVFP4 with linear
 /// scales. Fails on a non-finite weight or a K that is not a multiple of 16.
 pub fn quantize_nvfp4<T: Element>(w: &[T], experts: usize, rows: usize, k: usize) -> Result<Nvfp4Weight> {
-    if k == 0 || k % 16 != 0 {
+    if k == 0 || !k.is_multiple_of(16) {
         return Err(unsupported("K", k, "must be a positive multiple of 16 (NVFP4 blocks)"));
     }
     shape(format!("weights [{experts}, {rows}, {k}]"), experts * rows * k, w.len())?;
@@ -65,7 +65,8 @@ pub fn quantize_nvfp4<T: Element>(w: &[T], experts: usize, rows: usize, k: usize
                     for (j, ge) in g.iter_mut().enumerate() {
                         let e = ci * chunk + j;
                         let src = &w[e * per..(e + 1) * per];
-                        let (c, sc) = (&mut c[j * per / 2..(j + 1) * per / 2], &mut sc[j * per / 16..(j + 1) * per / 16]);
+                        let (c, sc) =
+                            (&mut c[j * per / 2..(j + 1) * per / 2], &mut sc[j * per / 16..(j + 1) * per / 16]);
                         *ge = quantize_expert(src, e, k, c, sc)?;
                     }
                     Ok(())
@@ -156,7 +157,7 @@ pub fn int4_code(x: f32, scale: f32) -> i8 {
 /// Quantizes `[rows, k]` row by row to INT4 (per-token activations, or
 /// per-channel weights when the rows are output channels). `k` must be even.
 pub fn quantize_int4_rows<T: Element>(x: &[T], rows: usize, k: usize) -> Result<Int4Rows> {
-    if k % 2 != 0 {
+    if !k.is_multiple_of(2) {
         return Err(unsupported("K", k, "must be even (two INT4 values per byte)"));
     }
     shape(format!("rows [{rows}, {k}]"), rows * k, x.len())?;
@@ -180,6 +181,7 @@ pub fn quantize_int4_weights<T: Element>(w: &[T], experts: usize, n: usize, k: u
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
     use moe4_kernels::e2m1::e2m1_to_f32;

@@ -72,7 +72,15 @@ impl Activation {
 /// `out[m] = sum over j in order`. Ids outside `0..E` (including -1) are
 /// skipped. `x` is `[m, H]` (exact f32 of the 16-bit input); returns
 /// `[m, H]`.
-pub fn moe_layer(w: &Nvfp4Moe, act: Activation, x: &[f32], topk_ids: &[i32], topk_weights: &[f32], m: usize, topk: usize) -> Result<Vec<f64>> {
+pub fn moe_layer(
+    w: &Nvfp4Moe,
+    act: Activation,
+    x: &[f32],
+    topk_ids: &[i32],
+    topk_weights: &[f32],
+    m: usize,
+    topk: usize,
+) -> Result<Vec<f64>> {
     let (e_n, h, inter) = (w.experts(), w.hidden(), w.intermediate());
     shape("x", m * h, x.len())?;
     shape("topk_ids", m * topk, topk_ids.len())?;

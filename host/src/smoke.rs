@@ -46,7 +46,13 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
         let pack = |v: &[i32]| -> Vec<u32> {
             v.chunks(2)
                 .map(|p| {
-                    let h = |x: i32| if bf { bf16::from_f32(x as f32).to_bits() } else { f16::from_f32(x as f32).to_bits() };
+                    let h = |x: i32| {
+                        if bf {
+                            bf16::from_f32(x as f32).to_bits()
+                        } else {
+                            f16::from_f32(x as f32).to_bits()
+                        }
+                    };
                     h(p[0]) as u32 | (h(p[1]) as u32) << 16
                 })
                 .collect()
@@ -65,7 +71,11 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
                 bad += (got[r * 8 + n] != want) as usize;
             }
         }
-        checks.push(Check { name: if bf { "mma.m16n8k16 bf16" } else { "mma.m16n8k16 f16" }, mismatches: bad, total: 128 });
+        checks.push(Check {
+            name: if bf { "mma.m16n8k16 bf16" } else { "mma.m16n8k16 f16" },
+            mismatches: bad,
+            total: 128,
+        });
     }
 
     // mma s8 (m16n8k32) and s4 (m16n8k64): A 16 rows x 32 bytes, B 8 x 32.
@@ -97,7 +107,11 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
                 bad += (got[r * 8 + n] != want) as usize;
             }
         }
-        checks.push(Check { name: if s4 { "mma.m16n8k64 s4" } else { "mma.m16n8k32 s8" }, mismatches: bad, total: 128 });
+        checks.push(Check {
+            name: if s4 { "mma.m16n8k64 s4" } else { "mma.m16n8k32 s8" },
+            mismatches: bad,
+            total: 128,
+        });
     }
 
     // cvt.rn.f16x2.e4m3x2 over all 65,536 pairs.
@@ -114,7 +128,11 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
         for (half, byte) in [(g & 0xFFFF, i & 255), (g >> 16, i >> 8)] {
             let v = f16::from_bits(half as u16);
             let want = e4m3_to_f32(byte as u8);
-            let ok = if want.is_nan() { v.is_nan() } else { v.to_f32() == want && v.is_sign_negative() == want.is_sign_negative() };
+            let ok = if want.is_nan() {
+                v.is_nan()
+            } else {
+                v.to_f32() == want && v.is_sign_negative() == want.is_sign_negative()
+            };
             bad += !ok as usize;
         }
     }

@@ -1,5 +1,6 @@
-//! The W4A4 INT4 grouped GEMM on the GPU: `out[m, n] = s_a[m] * s_w[e][n]
-//! * sum_k a[m, k] b[e][n, k]` (times an optional per-row scale, e.g. a
+//! The W4A4 INT4 grouped GEMM on the GPU:
+//! `out[m, n] = s_a[m] * s_w[e][n] * sum_k a[m, k] b[e][n, k]`
+//! (times an optional per-row scale, e.g. a
 //! routing weight) for every row `m` of expert `e`'s segment
 //! `offsets[e]..offsets[e+1]`, with the scales applied in the GEMM's
 //! epilogue and the offsets read on the device (no host copy: the call is
@@ -200,7 +201,7 @@ impl W4A4 {
         q: &mut CudaViewMut<u8>,
         scale: &mut CudaViewMut<f32>,
     ) -> Result<()> {
-        if k == 0 || k % 64 != 0 {
+        if k == 0 || !k.is_multiple_of(64) {
             return Err(unsupported("K", k, "must be a positive multiple of 64"));
         }
         let rows = x.len() / k;
@@ -211,14 +212,27 @@ impl W4A4 {
             return Ok(());
         }
         let xp = ptr(x, stream);
-        if xp % 16 != 0 {
+        if !xp.is_multiple_of(16) {
             return Err(Error::Alignment { what: "x".into(), align: 16, addr: xp });
         }
-        let p = QuantParams { x: xp, q: q.device_ptr_mut(stream).0, scale: scale.device_ptr_mut(stream).0, rows: rows as u32, k: k as u32 };
+        let p = QuantParams {
+            x: xp,
+            q: q.device_ptr_mut(stream).0,
+            scale: scale.device_ptr_mut(stream).0,
+            rows: rows as u32,
+            k: k as u32,
+        };
         let warps = 8u32;
         // SAFETY: x holds rows*K, q rows*K/2, scale rows.
         unsafe {
-            self.gpu.launch(stream, &format!("w4a4_quantize_{}", T::NAME), (rows as u32).div_ceil(warps), 32 * warps, 0, p)
+            self.gpu.launch(
+                stream,
+                &format!("w4a4_quantize_{}", T::NAME),
+                (rows as u32).div_ceil(warps),
+                32 * warps,
+                0,
+                p,
+            )
         }
     }
 }

@@ -23,10 +23,10 @@ pub fn check_dims(experts: usize, hidden: usize, inter: usize) -> Result<()> {
     if experts == 0 || experts > MAX_EXPERTS {
         return Err(unsupported("experts", experts, format!("must be 1..={MAX_EXPERTS}")));
     }
-    if hidden == 0 || hidden % K_MULTIPLE != 0 {
+    if hidden == 0 || !hidden.is_multiple_of(K_MULTIPLE) {
         return Err(unsupported("hidden size H", hidden, format!("must be a positive multiple of {K_MULTIPLE}")));
     }
-    if inter == 0 || inter % K_MULTIPLE != 0 {
+    if inter == 0 || !inter.is_multiple_of(K_MULTIPLE) {
         return Err(unsupported("intermediate size I", inter, format!("must be a positive multiple of {K_MULTIPLE}")));
     }
     if hidden > (1 << 20) || inter > (1 << 20) {
@@ -52,7 +52,9 @@ fn pack<'a>(
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let per_thread = experts.div_ceil(threads).max(1);
     std::thread::scope(|s| {
-        for (ci, (cc, sc)) in codes.chunks_mut(per_thread * per_codes).zip(scales.chunks_mut(per_thread * per_scales)).enumerate() {
+        for (ci, (cc, sc)) in
+            codes.chunks_mut(per_thread * per_codes).zip(scales.chunks_mut(per_thread * per_scales)).enumerate()
+        {
             let row_of = &row_of;
             s.spawn(move || {
                 for j in 0..cc.len() / per_codes {
@@ -155,11 +157,16 @@ impl MoeWeights {
     /// exactly to its own half).
     pub fn new(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, w: &Nvfp4Moe, activation: Activation) -> Result<MoeWeights> {
         let packed = pack_layer(w)?;
-        Self::upload(gpu, stream, &packed, w.experts(), w.hidden(), w.intermediate(), activation, [
-            &w.gate.global_scale,
-            &w.up.global_scale,
-            &w.down.global_scale,
-        ])
+        Self::upload(
+            gpu,
+            stream,
+            &packed,
+            w.experts(),
+            w.hidden(),
+            w.intermediate(),
+            activation,
+            [&w.gate.global_scale, &w.up.global_scale, &w.down.global_scale],
+        )
     }
 
     /// Uploads a layer given as a fused `w13 [E, 2I, H]` in `order` and
@@ -235,6 +242,49 @@ impl MoeWeights {
     }
 }
 
+impl MoeWeights {
+    /// A layer of the given shape filled with pseudo-random codes and
+    /// in-range scales directly on the GPU (for benchmarks: multi-GB layers
+    /// without a host round trip). Global scales are `alpha`.
+    pub fn random(
+        gpu: &Arc<Gpu>,
+        stream: &Arc<CudaStream>,
+        experts: usize,
+        hidden: usize,
+        inter: usize,
+        activation: Activation,
+        alpha: f32,
+        seed: u32,
+    ) -> Result<MoeWeights> {
+        check_dims(experts, hidden, inter)?;
+        let n = experts * hidden * inter;
+        let mut fc1_codes = stream.alloc_zeros::<u8>(n)?; // 2I x H / 2
+        let mut fc2_codes = stream.alloc_zeros::<u8>(n / 2)?;
+        let mut fc1_scales = stream.alloc_zeros::<u8>(n / 8)?;
+        let mut fc2_scales = stream.alloc_zeros::<u8>(n / 16)?;
+        // Codes: any bits; scales: E4M3 0x28..=0x47 (0.19..3.75, never 0 or NaN).
+        crate::bench::fill(gpu, stream, &mut fc1_codes, seed, u32::MAX, 0)?;
+        crate::bench::fill(gpu, stream, &mut fc2_codes, seed ^ 0x55, u32::MAX, 0)?;
+        crate::bench::fill(gpu, stream, &mut fc1_scales, seed ^ 0xAA, 0x1F1F_1F1F, 0x2828_2828)?;
+        crate::bench::fill(gpu, stream, &mut fc2_scales, seed ^ 0xFF, 0x1F1F_1F1F, 0x2828_2828)?;
+        let a = vec![alpha; experts];
+        Ok(MoeWeights {
+            gpu: gpu.clone(),
+            experts,
+            hidden,
+            inter,
+            activation,
+            fc1_codes,
+            fc1_scales,
+            fc2_codes,
+            fc2_scales,
+            alpha_gate: stream.clone_htod(&a)?,
+            alpha_up: stream.clone_htod(&a)?,
+            alpha_down: stream.clone_htod(&a)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,48 +346,5 @@ mod tests {
         let e = check_dims(8, 2880, 100).unwrap_err().to_string();
         assert!(e.contains("intermediate size I = 100") && e.contains("64"), "{e}");
         assert!(check_dims(8, 2880, 2880).is_ok());
-    }
-}
-
-impl MoeWeights {
-    /// A layer of the given shape filled with pseudo-random codes and
-    /// in-range scales directly on the GPU (for benchmarks: multi-GB layers
-    /// without a host round trip). Global scales are `alpha`.
-    pub fn random(
-        gpu: &Arc<Gpu>,
-        stream: &Arc<CudaStream>,
-        experts: usize,
-        hidden: usize,
-        inter: usize,
-        activation: Activation,
-        alpha: f32,
-        seed: u32,
-    ) -> Result<MoeWeights> {
-        check_dims(experts, hidden, inter)?;
-        let n = experts * hidden * inter;
-        let mut fc1_codes = stream.alloc_zeros::<u8>(n)?; // 2I x H / 2
-        let mut fc2_codes = stream.alloc_zeros::<u8>(n / 2)?;
-        let mut fc1_scales = stream.alloc_zeros::<u8>(n / 8)?;
-        let mut fc2_scales = stream.alloc_zeros::<u8>(n / 16)?;
-        // Codes: any bits; scales: E4M3 0x28..=0x47 (0.19..3.75, never 0 or NaN).
-        crate::bench::fill(gpu, stream, &mut fc1_codes, seed, u32::MAX, 0)?;
-        crate::bench::fill(gpu, stream, &mut fc2_codes, seed ^ 0x55, u32::MAX, 0)?;
-        crate::bench::fill(gpu, stream, &mut fc1_scales, seed ^ 0xAA, 0x1F1F_1F1F, 0x2828_2828)?;
-        crate::bench::fill(gpu, stream, &mut fc2_scales, seed ^ 0xFF, 0x1F1F_1F1F, 0x2828_2828)?;
-        let a = vec![alpha; experts];
-        Ok(MoeWeights {
-            gpu: gpu.clone(),
-            experts,
-            hidden,
-            inter,
-            activation,
-            fc1_codes,
-            fc1_scales,
-            fc2_codes,
-            fc2_scales,
-            alpha_gate: stream.clone_htod(&a)?,
-            alpha_up: stream.clone_htod(&a)?,
-            alpha_down: stream.clone_htod(&a)?,
-        })
     }
 }

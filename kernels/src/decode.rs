@@ -41,11 +41,7 @@ pub fn pack_word(codes: [u8; 8]) -> u32 {
                 if code >> b & 1 == 0 {
                     continue;
                 }
-                let shift = if b == 3 {
-                    SIGN_SHIFT[o]
-                } else {
-                    MAG_SHIFT_BF16[o]
-                };
+                let shift = if b == 3 { SIGN_SHIFT[o] } else { MAG_SHIFT_BF16[o] };
                 let src = (dest + 16 * h as u32) as i32 - shift;
                 q |= 1 << src;
             }
@@ -58,11 +54,7 @@ pub fn pack_word(codes: [u8; 8]) -> u32 {
 pub fn unpack_code(q: u32, o: usize, h: usize) -> u8 {
     let mut code = 0u8;
     for (b, &dest) in BF16_DEST.iter().enumerate() {
-        let shift = if b == 3 {
-            SIGN_SHIFT[o]
-        } else {
-            MAG_SHIFT_BF16[o]
-        };
+        let shift = if b == 3 { SIGN_SHIFT[o] } else { MAG_SHIFT_BF16[o] };
         let src = (dest + 16 * h as u32) as i32 - shift;
         code |= ((q >> src & 1) as u8) << b;
     }
@@ -122,11 +114,7 @@ mod tests {
         let s = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
         let e = ((h >> 10) & 31) as i32;
         let m = (h & 1023) as f64;
-        s * if e == 0 {
-            m * 2f64.powi(-24)
-        } else {
-            (1.0 + m / 1024.0) * 2f64.powi(e - 15)
-        }
+        s * if e == 0 { m * 2f64.powi(-24) } else { (1.0 + m / 1024.0) * 2f64.powi(e - 15) }
     }
 
     /// A small xorshift so the test needs no dependency.

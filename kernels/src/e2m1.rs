@@ -5,9 +5,8 @@
 //! (thresholds 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5) and saturates at ±6.
 
 /// The value of every E2M1 code, indexed by the 4-bit code.
-pub const E2M1_VALUES: [f32; 16] = [
-    0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0,
-];
+pub const E2M1_VALUES: [f32; 16] =
+    [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
 
 /// Largest E2M1 magnitude.
 pub const E2M1_MAX: f32 = 6.0;

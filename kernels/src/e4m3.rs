@@ -151,10 +151,7 @@ mod tests {
         let mut x = 0.0f32;
         while x < 460.0 {
             let got = e4m3_to_f32(e4m3_from_f32(x));
-            let best = finite
-                .iter()
-                .map(|v| (v - x.min(448.0)).abs())
-                .fold(f32::INFINITY, f32::min);
+            let best = finite.iter().map(|v| (v - x.min(448.0)).abs()).fold(f32::INFINITY, f32::min);
             assert!((got - x.min(448.0)).abs() <= best, "x={x} got={got}");
             x = if x < 1.0 { x + 1.0 / 4096.0 } else { x * 1.0007 };
         }

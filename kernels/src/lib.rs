@@ -18,10 +18,7 @@
 //! | kernel parameter structs shared with the host | [`params`] |
 //! | launch geometry (threads, shared memory) | [`launch`] |
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, asm_experimental_arch, stdarch_nvptx)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch, stdarch_nvptx))]
 #![deny(missing_docs)]
 
 pub mod decode;

@@ -73,7 +73,7 @@ mod tests {
 
     fn formula(r: usize, c: usize, cols: usize) -> usize {
         // Written out independently of swizzle_offset, as DESIGN.md §3 gives it.
-        let col_tiles = (cols + 3) / 4;
+        let col_tiles = cols.div_ceil(4);
         ((r / 128) * col_tiles + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4
     }
 

@@ -110,10 +110,10 @@ mod tests {
                 for o in 0..4 {
                     for h in 0..2 {
                         let (r, k) = element(lane, step, o, h);
-                        let j = 2 * 0 + (o & 1);
-                        let (_, sr, blk) = scale_element(lane, j);
-                        assert_eq!(sr, r);
-                        assert_eq!(blk, k / 16);
+                        for mt in 0..MTILES {
+                            let (smt, sr, blk) = scale_element(lane, 2 * mt + (o & 1));
+                            assert_eq!((smt, sr, blk), (mt, r, k / 16));
+                        }
                     }
                 }
             }

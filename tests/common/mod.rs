@@ -19,7 +19,10 @@ pub fn gpu(test: &str) -> Option<Arc<Gpu>> {
     if std::env::var("MOE4_REQUIRE_GPU").as_deref() == Ok("1") {
         panic!("{test}: MOE4_REQUIRE_GPU=1 but no CUDA GPU is visible");
     }
-    let _ = writeln!(std::io::stderr(), "moe4: SKIPPED {test}: no CUDA GPU (set MOE4_REQUIRE_GPU=1 to make this a failure)");
+    let _ = writeln!(
+        std::io::stderr(),
+        "moe4: SKIPPED {test}: no CUDA GPU (set MOE4_REQUIRE_GPU=1 to make this a failure)"
+    );
     None
 }
 

@@ -105,10 +105,7 @@ struct Usage {
 fn parse_ptxas(log: &str) -> Vec<Usage> {
     let mut out: Vec<Usage> = Vec::new();
     let num = |s: &str, key: &str| -> u32 {
-        s.find(key)
-            .and_then(|i| s[..i].split_whitespace().last())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        s.find(key).and_then(|i| s[..i].split_whitespace().last()).and_then(|n| n.parse().ok()).unwrap_or(0)
     };
     // ptxas also reports device functions ("Function properties for X"
     // without a "Compiling entry function" line); only the entry's own
@@ -246,16 +243,12 @@ fn gpu_bundle() -> Result {
     }
     let mut names = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if !line.contains("\"executable\":\"") || !line.contains("\"test\":true") || line.contains("\"kind\":[\"bin\"]") {
+        if !line.contains("\"executable\":\"") || !line.contains("\"test\":true") || line.contains("\"kind\":[\"bin\"]")
+        {
             continue;
         }
         let exe = line.split("\"executable\":\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or("");
-        let name = line
-            .split("\"name\":\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or("t")
-            .to_string();
+        let name = line.split("\"name\":\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or("t").to_string();
         let kind = if line.contains("\"kind\":[\"lib\"]") { "lib".to_string() } else { name };
         fs::copy(exe, dir.join(format!("test-{kind}"))).map_err(|e| e.to_string())?;
         names.push(format!("test-{kind}"));

@@ -77,8 +77,16 @@ fn demo() -> Res {
     let gate = gen(&mut rng, e * i * h, scale);
     let up = gen(&mut rng, e * i * h, scale);
     let down = gen(&mut rng, e * h * i, 1.0 / (i as f32).sqrt());
-    let layer = Nvfp4Moe { gate: quantize_nvfp4(&gate, e, i, h)?, up: quantize_nvfp4(&up, e, i, h)?, down: quantize_nvfp4(&down, e, h, i)? };
-    println!("  quantized {:.0}M weights to NVFP4 (ModelOpt recipe) in {:.1} s", (3 * e * h * i) as f64 / 1e6, t.elapsed().as_secs_f64());
+    let layer = Nvfp4Moe {
+        gate: quantize_nvfp4(&gate, e, i, h)?,
+        up: quantize_nvfp4(&up, e, i, h)?,
+        down: quantize_nvfp4(&down, e, h, i)?,
+    };
+    println!(
+        "  quantized {:.0}M weights to NVFP4 (ModelOpt recipe) in {:.1} s",
+        (3 * e * h * i) as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
 
     // Tokens (bf16-representable), routing, and the unquantized layer as an
     // NVFP4 layer with exact weights would need 16-bit weights: compare the
@@ -111,7 +119,12 @@ fn demo() -> Res {
         let mut out = stream.alloc_zeros::<bf16>(m * h)?;
         w.forward(&mut ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
         let got: Vec<f64> = stream.clone_dtoh(&out)?.iter().map(|v| v.to_f64()).collect();
-        println!("  GPU ({}, {}) vs the CPU reference on the same NVFP4 weights: relative L2 error {:.2e}", gpu.name(), gpu.arch().name(), rel(&got, &q));
+        println!(
+            "  GPU ({}, {}) vs the CPU reference on the same NVFP4 weights: relative L2 error {:.2e}",
+            gpu.name(),
+            gpu.arch().name(),
+            rel(&got, &q)
+        );
     } else {
         println!("  (no CUDA GPU here: the GPU forward pass was not run)");
     }
@@ -138,7 +151,9 @@ fn unquantized_layer(
             let e = ids[t * topk + j] as usize;
             let hv: Vec<f64> = (0..i)
                 .map(|c| {
-                    let row = |w: &[f32]| -> f64 { w[(e * i + c) * h..][..h].iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum() };
+                    let row = |w: &[f32]| -> f64 {
+                        w[(e * i + c) * h..][..h].iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum()
+                    };
                     act.apply(row(gate), row(up))
                 })
                 .collect();
@@ -207,7 +222,10 @@ fn bench_cmd(args: &[String]) -> Res {
             for s in bench::SHAPES {
                 let r = bench::w4a4(&gpu, &stream, *s, &rows, p.0)?;
                 for x in &r {
-                    eprintln!("  {} {} rows={} fused {:.1} us base {:.1} us {:.0} TOPS", x.shape, x.gemm, x.rows, x.fused_us, x.baseline_us, x.tops);
+                    eprintln!(
+                        "  {} {} rows={} fused {:.1} us base {:.1} us {:.0} TOPS",
+                        x.shape, x.gemm, x.rows, x.fused_us, x.baseline_us, x.tops
+                    );
                 }
                 all.extend(r);
             }

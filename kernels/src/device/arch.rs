@@ -340,7 +340,9 @@ pub fn ex2(x: f32) -> f32 {
 pub fn min_nan(a: f32, b: f32) -> f32 {
     let y: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("min.NaN.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("min.NaN.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack))
+    };
     y
 }
 /// `max` that returns NaN if either input is NaN.
@@ -348,7 +350,9 @@ pub fn min_nan(a: f32, b: f32) -> f32 {
 pub fn max_nan(a: f32, b: f32) -> f32 {
     let y: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("max.NaN.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("max.NaN.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack))
+    };
     y
 }
 /// Round to nearest even integer (f32 -> i32), saturating.
@@ -364,7 +368,9 @@ pub fn rint_i32(x: f32) -> i32 {
 pub fn div_rn(a: f32, b: f32) -> f32 {
     let y: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("div.rn.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("div.rn.f32 {y}, {a}, {b};", y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack))
+    };
     y
 }
 
@@ -373,7 +379,9 @@ pub fn div_rn(a: f32, b: f32) -> f32 {
 pub fn shfl_xor(v: u32, m: u32) -> u32 {
     let y: u32;
     // SAFETY: the whole warp executes it.
-    unsafe { asm!("shfl.sync.bfly.b32 {y}, {v}, {m}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, m = in(reg32) m, options(nostack)) };
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {y}, {v}, {m}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, m = in(reg32) m, options(nostack))
+    };
     y
 }
 /// `__shfl_up_sync(full mask)`.
@@ -381,7 +389,9 @@ pub fn shfl_xor(v: u32, m: u32) -> u32 {
 pub fn shfl_up(v: u32, d: u32) -> u32 {
     let y: u32;
     // SAFETY: the whole warp executes it.
-    unsafe { asm!("shfl.sync.up.b32 {y}, {v}, {d}, 0, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, d = in(reg32) d, options(nostack)) };
+    unsafe {
+        asm!("shfl.sync.up.b32 {y}, {v}, {d}, 0, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, d = in(reg32) d, options(nostack))
+    };
     y
 }
 /// `__shfl_sync(full mask)`: `v` of lane `src`.
@@ -389,7 +399,9 @@ pub fn shfl_up(v: u32, d: u32) -> u32 {
 pub fn shfl_idx(v: u32, src: u32) -> u32 {
     let y: u32;
     // SAFETY: the whole warp executes it.
-    unsafe { asm!("shfl.sync.idx.b32 {y}, {v}, {s}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, s = in(reg32) src, options(nostack)) };
+    unsafe {
+        asm!("shfl.sync.idx.b32 {y}, {v}, {s}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, s = in(reg32) src, options(nostack))
+    };
     y
 }
 
@@ -399,14 +411,30 @@ pub fn shfl_idx(v: u32, src: u32) -> u32 {
 #[inline(always)]
 pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
     const { assert!(N <= 8) };
-    if N > 0 { f(0) }
-    if N > 1 { f(1) }
-    if N > 2 { f(2) }
-    if N > 3 { f(3) }
-    if N > 4 { f(4) }
-    if N > 5 { f(5) }
-    if N > 6 { f(6) }
-    if N > 7 { f(7) }
+    if N > 0 {
+        f(0)
+    }
+    if N > 1 {
+        f(1)
+    }
+    if N > 2 {
+        f(2)
+    }
+    if N > 3 {
+        f(3)
+    }
+    if N > 4 {
+        f(4)
+    }
+    if N > 5 {
+        f(5)
+    }
+    if N > 6 {
+        f(6)
+    }
+    if N > 7 {
+        f(7)
+    }
 }
 
 /// Inclusive prefix sum over the warp.

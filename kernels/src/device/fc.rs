@@ -202,9 +202,13 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize>
             }
 
             // Sum the warps' partial tiles: [warp-1][accumulator][lane] in shared memory.
-            let at = |w: u32, mt: usize, j: usize, c: usize| red + 4 * ((w * nacc + ((mt * NT + j) * 4 + c) as u32) * 32 + lane);
+            let at = |w: u32, mt: usize, j: usize, c: usize| {
+                red + 4 * ((w * nacc + ((mt * NT + j) * 4 + c) as u32) * 32 + lane)
+            };
             if warp != 0 {
-                unroll::<MTILES>(|mt| unroll::<NT>(|j| unroll::<4>(|c| sts(at(warp - 1, mt, j, c), acc[mt][j][c].to_bits()))));
+                unroll::<MTILES>(|mt| {
+                    unroll::<NT>(|j| unroll::<4>(|c| sts(at(warp - 1, mt, j, c), acc[mt][j][c].to_bits())))
+                });
             }
             sync();
             if warp == 0 {

@@ -28,13 +28,14 @@
 use super::arch::*;
 use crate::params::{DequantParams, QuantParams, W4A4Params};
 
-use crate::launch::{GEMM_BK as BK, GEMM_BN as BN, GEMM_MAX_EXPERTS as MAX_EXPERTS, GEMM_STAGES as STAGES, GEMM_THREADS as THREADS};
+use crate::launch::{
+    GEMM_BK as BK, GEMM_BN as BN, GEMM_MAX_EXPERTS as MAX_EXPERTS, GEMM_STAGES as STAGES, GEMM_THREADS as THREADS,
+};
 
 /// Output kinds of the GEMM epilogue.
 const OUT_BF16: u32 = 0;
 const OUT_F16: u32 = 1;
 const OUT_I32: u32 = 2;
-
 
 #[cfg(not(moe4_arch = "sm_89"))]
 #[inline(always)]
