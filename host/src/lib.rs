@@ -12,7 +12,7 @@
 //!   in the epilogue, offsets read on the device; and its activation
 //!   quantizer.
 //! - [`quant`], [`nvfp4`]: CPU quantizers and layout converters;
-//!   [`reference`]: the f64 CPU references every GPU result is checked
+//!   [`mod@reference`]: the f64 CPU references every GPU result is checked
 //!   against.
 //!
 //! ```no_run

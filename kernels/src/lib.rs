@@ -1,7 +1,7 @@
 //! moe4's kernels and the formats they read.
 //!
 //! Built for `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`) this crate is
-//! the GPU code: the modules under [`device`] hold the `ptx-kernel` entry
+//! the GPU code: the modules under `device` hold the `ptx-kernel` entry
 //! points. Built for the host it is the single source of truth for the
 //! formats and index math the kernels use, so the CPU reference, the
 //! quantizers and the weight converters in the `moe4` crate call exactly the

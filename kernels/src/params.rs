@@ -115,8 +115,9 @@ pub struct CombineParams {
     pub n_experts: u32,
 }
 
-/// The W4A4 grouped GEMM: `out[m, n] = s_a[m] * s_w[e][n] * (row_scale[m])
-/// * sum_k a[m, k] b[e][n, k]` for the rows `m` of expert `e`'s segment.
+/// The W4A4 grouped GEMM: for the rows `m` of expert `e`'s segment,
+/// `out[m, n] = s_a[m] * s_w[e][n] * row_scale[m] * sum_k a[m, k] b[e][n, k]`
+/// (`row_scale` optional).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct W4A4Params {
