@@ -66,6 +66,14 @@ pub enum Error {
         /// Allocated.
         capacity: usize,
     },
+    /// A checkpoint tensor that is missing or not what the layout needs.
+    #[error("checkpoint tensor {tensor}: {detail}")]
+    Checkpoint {
+        /// The tensor's name.
+        tensor: String,
+        /// What is wrong, with the expected shape or dtype.
+        detail: String,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA error: {0}")]
     Cuda(#[from] DriverError),

@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod checkpoint;
 mod dtype;
 mod error;
 mod gpu;

@@ -237,6 +237,7 @@ impl Nvfp4Moe {
     /// scale applies to both halves) and takes `w2 [E, H, I]` as down.
     pub fn from_w13(w13: &Nvfp4Weight, order: W13Order, w2: Nvfp4Weight) -> Result<Nvfp4Moe> {
         w13.validate("w13")?;
+        w2.validate("w2")?;
         if !w13.rows.is_multiple_of(2) {
             return Err(unsupported("w13 rows", w13.rows, "must be even (2 * intermediate size)"));
         }
@@ -246,7 +247,7 @@ impl Nvfp4Moe {
             W13Order::UpGate => ((i..2 * i).collect(), (0..i).collect()),
             W13Order::Interleaved => ((0..i).map(|r| 2 * r).collect(), (0..i).map(|r| 2 * r + 1).collect()),
         };
-        let moe = Nvfp4Moe { gate: w13.select_rows(&gate_rows), up: w13.select_rows(&up_rows), down: w2 };
+        let moe = Nvfp4Moe { gate: w13.select_rows(&gate_rows), up: w13.select_rows(&up_rows), down: w2.to_linear() };
         moe.validate()?;
         Ok(moe)
     }

@@ -5,14 +5,33 @@
 //! moe4 smoke                     single-instruction GPU checks against the CPU
 //! moe4 bench <decode|w4a4|peak|all> [--quick] [--json FILE]
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
+//! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
+//!                                one MoE layer from a safetensors checkpoint on the GPU;
+//!                                with no checkpoint, writes and runs a small random one
+//! moe4 run-w4a4 --inputs F [--out F]
+//!                                the W4A4 grouped GEMM on tensors from a safetensors file
 //! ```
+//!
+//! `run` inputs: `x` BF16/F16 `[M, H]`, `topk_ids` I32 `[M, k]`,
+//! `topk_weights` F32 `[M, k]`; output: `out` (same dtype as `x`) and
+//! `reference` (F32, moe4's f64 CPU reference on the same weights).
+//! Layouts: `modelopt`, `fused:gate-up|up-gate|interleaved`,
+//! `fused-swizzled:...`. Activations: `silu`, `clamped:LIMIT`, `gpt-oss`.
+//!
+//! `run-w4a4` inputs: `b` U8 `[E, N, K/2]`, `s_w` F32 `[E, N]`, `offsets`
+//! I64 `[E + 1]`, and either `a` U8 `[rows, K/2]` + `s_a` F32 `[rows]` or
+//! `x` BF16/F16 `[rows, K]` (quantized on the GPU); optional `row_scale`
+//! F32 `[rows]`. Output: `out` BF16 `[rows, N]`, `acc` I32 `[rows, N]`.
 
 use half::bf16;
+use half::f16;
 use moe4::bench;
+use moe4::checkpoint::{self, Checkpoint, CheckpointLayout, SafetensorsDtype as D, TensorData};
 use moe4::nvfp4::Nvfp4Moe;
+use moe4::nvfp4::W13Order;
 use moe4::quant::quantize_nvfp4;
 use moe4::reference::{moe_layer, Activation};
-use moe4::{gpu_available, Gpu, MoeWeights, Workspace};
+use moe4::{gpu_available, GemmArgs, Gpu, MoeWeights, Workspace, W4A4};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -22,8 +41,10 @@ fn main() -> ExitCode {
         Some("smoke") => smoke(),
         Some("bench") => bench_cmd(&args[1..]),
         Some("info") => info(),
+        Some("run") => run_layer(&args[1..]),
+        Some("run-w4a4") => run_w4a4(&args[1..]),
         _ => {
-            eprintln!("usage: moe4 <demo|smoke|bench KIND [--quick] [--json FILE]|info>");
+            eprintln!("usage: moe4 <demo|smoke|bench KIND [--quick] [--json FILE]|info|run ...|run-w4a4 ...> (see the crate docs)");
             return ExitCode::from(2);
         }
     };
@@ -236,5 +257,278 @@ fn bench_cmd(args: &[String]) -> Res {
     if let Some(path) = json_path {
         std::fs::write(path, format!("[{}]\n", json.join(",")))?;
     }
+    Ok(())
+}
+
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
+fn parse_layout(s: &str) -> Result<CheckpointLayout, Box<dyn std::error::Error>> {
+    let order = |o: &str| match o {
+        "gate-up" => Ok(W13Order::GateUp),
+        "up-gate" => Ok(W13Order::UpGate),
+        "interleaved" => Ok(W13Order::Interleaved),
+        _ => Err(format!("unknown w13 order {o:?} (gate-up, up-gate, interleaved)")),
+    };
+    Ok(match s.split_once(':') {
+        None if s == "modelopt" => CheckpointLayout::ModelOpt,
+        Some(("fused", o)) => CheckpointLayout::Fused(order(o)?),
+        Some(("fused-swizzled", o)) => CheckpointLayout::FusedSwizzled(order(o)?),
+        _ => return Err(format!("unknown layout {s:?}").into()),
+    })
+}
+
+fn parse_activation(s: &str) -> Result<Activation, Box<dyn std::error::Error>> {
+    Ok(match s.split_once(':') {
+        None if s == "silu" => Activation::Silu,
+        None if s == "gpt-oss" => Activation::GPT_OSS,
+        Some(("clamped", l)) => Activation::ClampedSilu { limit: l.parse()? },
+        _ => return Err(format!("unknown activation {s:?} (silu, clamped:LIMIT, gpt-oss)").into()),
+    })
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn run_layer(args: &[String]) -> Res {
+    let act = parse_activation(flag(args, "--activation").unwrap_or("silu"))?;
+    let dir = std::env::temp_dir().join(format!("moe4-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (ckpt, prefix, layout, inputs) = match flag(args, "--checkpoint") {
+        Some(c) => (
+            c.to_string(),
+            flag(args, "--prefix").ok_or("--prefix is required with --checkpoint")?.to_string(),
+            parse_layout(flag(args, "--layout").unwrap_or("modelopt"))?,
+            flag(args, "--inputs").ok_or("--inputs is required with --checkpoint")?.to_string(),
+        ),
+        None => {
+            // A small random layer and inputs, written as files first.
+            let (e, h, i, m, topk) = (8usize, 256usize, 128usize, 5usize, 2usize);
+            let mut rng = Rng(7);
+            let mut q = |rows: usize, k: usize| {
+                quantize_nvfp4(&(0..e * rows * k).map(|_| rng.normal() * 0.1).collect::<Vec<f32>>(), e, rows, k)
+            };
+            let layer = Nvfp4Moe { gate: q(i, h)?, up: q(i, h)?, down: q(h, i)? };
+            let c = dir.join("layer.safetensors");
+            checkpoint::save_modelopt(&c, "model.layers.0.mlp", &layer)?;
+            let x: Vec<u8> = (0..m * h).flat_map(|_| bf16::from_f32(rng.normal()).to_le_bytes()).collect();
+            let ids: Vec<u8> = (0..m * topk).flat_map(|j| (((j * 3) % e) as i32).to_le_bytes()).collect();
+            let tw: Vec<u8> = (0..m * topk).flat_map(|_| 0.5f32.to_le_bytes()).collect();
+            let inp = dir.join("inputs.safetensors");
+            checkpoint::save_tensors(
+                &inp,
+                vec![
+                    ("x".into(), TensorData { dtype: D::BF16, shape: vec![m, h], data: x }),
+                    ("topk_ids".into(), TensorData { dtype: D::I32, shape: vec![m, topk], data: ids }),
+                    ("topk_weights".into(), TensorData { dtype: D::F32, shape: vec![m, topk], data: tw }),
+                ],
+            )?;
+            println!("wrote a random layer to {} and inputs to {}", c.display(), inp.display());
+            (
+                c.display().to_string(),
+                "model.layers.0.mlp".to_string(),
+                CheckpointLayout::ModelOpt,
+                inp.display().to_string(),
+            )
+        }
+    };
+    let out_path =
+        flag(args, "--out").map(String::from).unwrap_or_else(|| dir.join("out.safetensors").display().to_string());
+    let layer = Checkpoint::open(&ckpt)?.load_moe(&prefix, layout)?;
+    let inp = Checkpoint::open(&inputs)?;
+    let x = inp.tensor("x")?;
+    let ids_t = inp.tensor("topk_ids")?;
+    let (m, h) = match x.shape() {
+        [m, h] => (*m, *h),
+        s => return Err(format!("x has shape {s:?}, expected [M, H]").into()),
+    };
+    if h != layer.hidden() {
+        return Err(format!("x has H = {h}, the layer has H = {}", layer.hidden()).into());
+    }
+    let topk = match ids_t.shape() {
+        [mm, k] if *mm == m => *k,
+        s => return Err(format!("topk_ids has shape {s:?}, expected [{m}, k]").into()),
+    };
+    if ids_t.dtype() != D::I32 {
+        return Err(format!("topk_ids has dtype {:?}, expected I32", ids_t.dtype()).into());
+    }
+    let ids: Vec<i32> = ids_t.data().chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+    let tw_t = inp.tensor("topk_weights")?;
+    if tw_t.dtype() != D::F32 || tw_t.shape() != [m, topk] {
+        return Err(
+            format!("topk_weights has {:?} {:?}, expected F32 [{m}, {topk}]", tw_t.dtype(), tw_t.shape()).into()
+        );
+    }
+    let tw = f32s(tw_t.data());
+    let gpu = Gpu::new(0)?;
+    let stream = gpu.context().default_stream();
+    let w = MoeWeights::new(&gpu, &stream, &layer, act)?;
+    let mut ws = Workspace::new(&w, &stream, m.max(1), topk)?;
+    let (idd, twd) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
+    let (xf, out_bytes): (Vec<f32>, Vec<u8>) = match x.dtype() {
+        D::BF16 => {
+            let xv: Vec<bf16> = x.data().chunks(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect();
+            let xd = stream.clone_htod(&xv)?;
+            let mut out = stream.alloc_zeros::<bf16>(m * h)?;
+            w.forward(&mut ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
+            (
+                xv.iter().map(|v| v.to_f32()).collect(),
+                stream.clone_dtoh(&out)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            )
+        }
+        D::F16 => {
+            let xv: Vec<f16> = x.data().chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect();
+            let xd = stream.clone_htod(&xv)?;
+            let mut out = stream.alloc_zeros::<f16>(m * h)?;
+            w.forward(&mut ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
+            (
+                xv.iter().map(|v| v.to_f32()).collect(),
+                stream.clone_dtoh(&out)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            )
+        }
+        d => return Err(format!("x has dtype {d:?}, expected BF16 or F16").into()),
+    };
+    let want = moe_layer(&layer, act, &xf, &ids, &tw, m, topk)?;
+    let got: Vec<f64> = out_bytes
+        .chunks(2)
+        .map(|c| {
+            if x.dtype() == D::BF16 {
+                bf16::from_le_bytes([c[0], c[1]]).to_f64()
+            } else {
+                f16::from_le_bytes([c[0], c[1]]).to_f64()
+            }
+        })
+        .collect();
+    let invalid = ws.invalid_id_count(&stream)?;
+    checkpoint::save_tensors(
+        &out_path,
+        vec![
+            ("out".into(), TensorData { dtype: x.dtype(), shape: vec![m, h], data: out_bytes }),
+            (
+                "reference".into(),
+                TensorData {
+                    dtype: D::F32,
+                    shape: vec![m, h],
+                    data: want.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect(),
+                },
+            ),
+        ],
+    )?;
+    println!(
+        "{}: E={} H={h} I={} M={m} top-{topk} on {} ({}): wrote {out_path}; relative L2 error vs the CPU reference {:.2e}; out-of-range ids {invalid}",
+        prefix, layer.experts(), layer.intermediate(), gpu.name(), gpu.arch().name(), rel(&got, &want)
+    );
+    Ok(())
+}
+
+fn run_w4a4(args: &[String]) -> Res {
+    let inputs = flag(args, "--inputs").ok_or("--inputs is required")?;
+    let out_path = flag(args, "--out").unwrap_or("w4a4-out.safetensors");
+    let inp = Checkpoint::open(inputs)?;
+    let b = inp.tensor("b")?;
+    let (e, n, kh) = match b.shape() {
+        [e, n, kh] => (*e, *n, *kh),
+        s => return Err(format!("b has shape {s:?}, expected [E, N, K/2]").into()),
+    };
+    let k = 2 * kh;
+    let offsets: Vec<i64> =
+        inp.tensor("offsets")?.data().chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+    if offsets.len() != e + 1 {
+        return Err(format!("offsets has {} values, expected E + 1 = {}", offsets.len(), e + 1).into());
+    }
+    let s_w = f32s(inp.tensor("s_w")?.data());
+    let gpu = Gpu::new(0)?;
+    let stream = gpu.context().default_stream();
+    let api = W4A4::new(&gpu, &stream)?;
+    let names = inp.names()?;
+    let (a_dev, sa_dev, a_host, sa_host) = if names.iter().any(|n| n == "a") {
+        let a = inp.tensor("a")?.data().to_vec();
+        let sa = f32s(inp.tensor("s_a")?.data());
+        (stream.clone_htod(&a)?, stream.clone_htod(&sa)?, a, sa)
+    } else {
+        let x = inp.tensor("x")?;
+        let rows = x.shape()[0];
+        let mut q = stream.alloc_zeros::<u8>(rows * k / 2)?;
+        let mut sa = stream.alloc_zeros::<f32>(rows)?;
+        match x.dtype() {
+            D::BF16 => {
+                let xv: Vec<bf16> = x.data().chunks(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect();
+                api.quantize(
+                    &stream,
+                    &stream.clone_htod(&xv)?.as_view(),
+                    k,
+                    &mut q.as_view_mut(),
+                    &mut sa.as_view_mut(),
+                )?;
+            }
+            D::F16 => {
+                let xv: Vec<f16> = x.data().chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect();
+                api.quantize(
+                    &stream,
+                    &stream.clone_htod(&xv)?.as_view(),
+                    k,
+                    &mut q.as_view_mut(),
+                    &mut sa.as_view_mut(),
+                )?;
+            }
+            d => return Err(format!("x has dtype {d:?}, expected BF16 or F16").into()),
+        }
+        let (ah, sh) = (stream.clone_dtoh(&q)?, stream.clone_dtoh(&sa)?);
+        (q, sa, ah, sh)
+    };
+    let rows = a_host.len() / kh.max(1);
+    let row_scale =
+        names.iter().any(|n| n == "row_scale").then(|| inp.tensor("row_scale").map(|t| f32s(t.data()))).transpose()?;
+    let (bd, swd, od) = (stream.clone_htod(b.data())?, stream.clone_htod(&s_w)?, stream.clone_htod(&offsets)?);
+    let rsd = row_scale.as_ref().map(|r| stream.clone_htod(r)).transpose()?;
+    let (av, bv, sav, swv, ov) = (a_dev.as_view(), bd.as_view(), sa_dev.as_view(), swd.as_view(), od.as_view());
+    let rsv = rsd.as_ref().map(|r| r.as_view());
+    let g = GemmArgs { a: &av, b: &bv, s_a: &sav, s_w: &swv, offsets: &ov, row_scale: rsv.as_ref(), n, k };
+    let mut out = stream.alloc_zeros::<bf16>(rows * n)?;
+    let mut acc = stream.alloc_zeros::<i32>(rows * n)?;
+    api.gemm(&stream, &g, &mut out.as_view_mut())?;
+    api.gemm_i32(&stream, &g, &mut acc.as_view_mut())?;
+    let (o, a) = (stream.clone_dtoh(&out)?, stream.clone_dtoh(&acc)?);
+    let (want_acc, want) = moe4::reference::w4a4_grouped_gemm(
+        &a_host,
+        b.data(),
+        &sa_host,
+        &s_w,
+        &offsets,
+        row_scale.as_deref(),
+        rows,
+        n,
+        k,
+    )?;
+    let exact = a.iter().zip(&want_acc).filter(|(x, y)| x != y).count();
+    let got: Vec<f64> = o.iter().map(|v| v.to_f64()).collect();
+    checkpoint::save_tensors(
+        out_path,
+        vec![
+            (
+                "out".into(),
+                TensorData {
+                    dtype: D::BF16,
+                    shape: vec![rows, n],
+                    data: o.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                },
+            ),
+            (
+                "acc".into(),
+                TensorData {
+                    dtype: D::I32,
+                    shape: vec![rows, n],
+                    data: a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                },
+            ),
+        ],
+    )?;
+    println!(
+        "w4a4: rows={rows} N={n} K={k} E={e}: wrote {out_path}; integer sums differing from the CPU: {exact}; relative L2 error of out: {:.2e}; bad offsets: {}",
+        rel(&got, &want),
+        api.offset_error_count(&stream)?
+    );
     Ok(())
 }
