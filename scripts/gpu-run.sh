@@ -14,10 +14,13 @@ step() { # name, timeout, command...
   local name=$1 t=$2; shift 2
   echo "=== $name: $*" | tee -a "$O/summary.txt"
   local start=$(date +%s)
-  timeout "$t" "$@" > "$O/$name.log" 2>&1
+  timeout "$t" "$@" > "$O/step.log" 2>&1
   local rc=$?
   echo "=== $name: rc=$rc ($(( $(date +%s) - start )) s)" | tee -a "$O/summary.txt"
-  grep -E "^moe4:|test result|FAILED|panicked|mismatch|ERROR SUMMARY|error" "$O/$name.log" | head -80 | tee -a "$O/summary.txt"
+  grep -E "^moe4:|test result|FAILED|panicked|mismatch|ERROR SUMMARY|SUMMARY|error" "$O/step.log" | head -120 | tee -a "$O/summary.txt"
+  { echo "=== $name: $*"; cat "$O/step.log"; } >> "$O/all.log"
+  [ "$name" = bench ] && cp "$O/step.log" "$O/bench.log"
+  rm -f "$O/step.log"
   [ $rc -eq 0 ] || status=1
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$O/gpu.txt"

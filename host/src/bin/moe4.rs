@@ -213,7 +213,8 @@ fn bench_cmd(args: &[String]) -> Res {
         return Err("bench needs a CUDA GPU".into());
     }
     let gpu = Gpu::new(0)?;
-    let stream = gpu.context().default_stream();
+    // A stream of our own: the legacy default stream cannot be captured.
+    let stream = gpu.context().new_stream()?;
     // Graph capture with cudarc's multi-stream event tracking would record
     // events into the graph; one stream needs none.
     // SAFETY: this program uses a single stream.
