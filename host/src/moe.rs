@@ -15,7 +15,7 @@ use crate::error::{shape, unsupported, Error, Result};
 use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
-use moe4_kernels::launch::{fc_smem_bytes, route_smem_bytes, FC_THREADS, ROUTE_THREADS};
+use moe4_kernels::launch::{fc_partial_floats, route_smem_bytes, FC_PARTIALS_PER_WARP, FC_THREADS, ROUTE_THREADS};
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
 
@@ -39,6 +39,9 @@ pub struct Workspace {
     invalid: CudaSlice<u32>,
     h: CudaSlice<u16>,
     y: CudaSlice<f32>,
+    partials: CudaSlice<f32>,
+    counters: CudaSlice<u32>,
+    part_cap: u32,
 }
 
 impl Workspace {
@@ -56,13 +59,20 @@ impl Workspace {
                 format!("the decode path routes at most {MAX_PAIRS} (token, expert) pairs per call"),
             ));
         }
+        // Split-K scratch: a few partial tiles per resident warp of the
+        // FC kernel with the most resident warps, at the widest column tile.
+        let warps = weights.gpu.resident_blocks("moe_fc2_bf16_nt1", FC_THREADS, 0)? * (FC_THREADS / 32);
+        let part_cap = FC_PARTIALS_PER_WARP * warps;
         Ok(Workspace {
+            partials: stream.alloc_zeros(part_cap as usize * fc_partial_floats(4) as usize)?,
+            counters: stream.alloc_zeros(part_cap as usize)?,
+            part_cap,
             max_tokens: max_tokens.max(1),
             topk,
             experts: weights.experts,
             sorted_pairs: stream.alloc_zeros(pairs)?,
             active: stream.alloc_zeros(4 * weights.experts)?,
-            n_active: stream.alloc_zeros(1)?,
+            n_active: stream.alloc_zeros(2)?,
             invalid: stream.alloc_zeros(1)?,
             h: stream.alloc_zeros(pairs * weights.inter)?,
             y: stream.alloc_zeros(pairs * weights.hidden)?,
@@ -99,13 +109,19 @@ fn act_params(a: Activation) -> (ActKind, f32, f32) {
     }
 }
 
-/// Column tiles (of 8 tokens) the FC kernels hold per pass, from the token
-/// count: an expert gets at most `m` pairs when each token's ids differ.
-fn column_tiles(m: usize) -> usize {
-    match m {
-        0..=8 => 1,
-        9..=16 => 2,
-        _ => 4,
+/// Column tiles (of 8 pairs) the FC kernels hold per pass, from the mean
+/// pairs per expert: wider tiles read each expert's weights once for more
+/// pairs but hold more registers (fewer warps in flight). Experts with more
+/// pairs than a pass holds take several passes (correct, weights re-read
+/// from L2).
+fn column_tiles(pairs: usize, experts: usize) -> usize {
+    let mean = pairs as f64 / experts.min(pairs).max(1) as f64;
+    if mean <= 6.0 {
+        1
+    } else if mean <= 12.0 {
+        2
+    } else {
+        4
     }
 }
 
@@ -162,6 +178,8 @@ impl MoeWeights {
         aligned("out", out_ptr, 8)?;
         aligned("topk_ids", ids_ptr, 4)?;
         aligned("topk_weights", tw_ptr, 4)?;
+        let (partials, _pa) = ws.partials.device_ptr_mut(stream);
+        let (counters, _co) = ws.counters.device_ptr_mut(stream);
         let (sorted, _s) = ws.sorted_pairs.device_ptr_mut(stream);
         let (active, _a) = ws.active.device_ptr_mut(stream);
         let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
@@ -170,6 +188,7 @@ impl MoeWeights {
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
         let sort_len = pairs.next_power_of_two();
+        let nt = column_tiles(m * k, e);
         let route = RouteParams {
             topk_ids: ids_ptr,
             sorted_pairs: sorted,
@@ -179,15 +198,14 @@ impl MoeWeights {
             pairs,
             n_experts: e as u32,
             sort_len,
-            pad: 0,
+            group: 8 * nt as u32,
         };
         let route_smem = route_smem_bytes(sort_len, e as u32);
         // SAFETY: the buffers were checked above to hold what RouteParams
         // documents; the shared memory matches the kernel's layout.
         unsafe { gpu.launch(stream, "moe_route", 1, ROUTE_THREADS, route_smem, route)? };
 
-        let nt = column_tiles(m);
-        let fc_smem = fc_smem_bytes(nt as u32);
+        let fc_smem = 0;
         let (kind, limit, alpha) = act_params(self.activation);
         let (c1, s1) = (self.fc1_codes.device_ptr(stream), self.fc1_scales.device_ptr(stream));
         let (c2, s2) = (self.fc2_codes.device_ptr(stream), self.fc2_scales.device_ptr(stream));
@@ -202,6 +220,9 @@ impl MoeWeights {
             act: kind as u32,
             limit,
             act_alpha: alpha,
+            partials,
+            counters,
+            part_cap: ws.part_cap,
             ..Default::default()
         };
         let fc1 = FcParams {

@@ -9,7 +9,7 @@ pub const GEMM_THREADS: u32 = 256;
 /// Output columns per W4A4 GEMM tile.
 pub const GEMM_BN: u32 = 128;
 /// K per W4A4 GEMM pipeline stage.
-pub const GEMM_BK: u32 = 128;
+pub const GEMM_BK: u32 = 256;
 /// W4A4 GEMM pipeline stages.
 pub const GEMM_STAGES: u32 = 4;
 /// Most experts the W4A4 schedule holds in shared memory.
@@ -21,10 +21,11 @@ pub const fn gemm_smem_bytes(bm: u32) -> u32 {
     GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
 }
 
-/// Dynamic shared memory of an FC kernel holding `nt` 8-token column tiles
-/// (the cross-warp reduction buffer).
-pub const fn fc_smem_bytes(nt: u32) -> u32 {
-    4 * 3 * 32 * 8 * nt
+/// Split-K partial units the FC kernels may use per resident warp.
+pub const FC_PARTIALS_PER_WARP: u32 = 3;
+/// f32 values of one partial unit of an FC kernel with `nt` column tiles.
+pub const fn fc_partial_floats(nt: u32) -> u32 {
+    32 * 8 * nt
 }
 
 /// Dynamic shared memory of the routing kernel.

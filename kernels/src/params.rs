@@ -13,8 +13,9 @@ pub struct ActiveExpert {
     pub start: u32,
     /// Number of its pairs.
     pub count: u32,
-    /// Padding (16-byte records).
-    pub pad: u32,
+    /// Index of its first column group (groups of `8 * nt` pairs) among all
+    /// active experts' groups.
+    pub group_start: u32,
 }
 
 /// The gated activation applied after FC1 (DESIGN.md §4).
@@ -40,7 +41,7 @@ pub struct RouteParams {
     pub sorted_pairs: u64,
     /// `ActiveExpert [n_experts]` out.
     pub active: u64,
-    /// `u32` out: number of active experts.
+    /// `u32 [2]` out: number of active experts, total column groups.
     pub n_active: u64,
     /// `u32` in/out: running count of out-of-range ids (not -1).
     pub invalid_count: u64,
@@ -50,8 +51,8 @@ pub struct RouteParams {
     pub n_experts: u32,
     /// Power of two >= pairs (the sort's length).
     pub sort_len: u32,
-    /// Padding.
-    pub pad: u32,
+    /// Pairs per column group of the FC kernels (`8 * NT`).
+    pub group: u32,
 }
 
 /// FC1 (x -> h, with the gated activation) or FC2 (h -> y, times alpha2 and
@@ -79,6 +80,10 @@ pub struct FcParams {
     pub n_active: u64,
     /// `f32 [pairs]` routing weights (FC2).
     pub topk_weights: u64,
+    /// `f32` split-K partial tiles, `part_cap` units of `32 * 8 * NT` floats.
+    pub partials: u64,
+    /// `u32 [part_cap]` arrival counters of split tasks (zero between calls).
+    pub counters: u64,
     /// Reduction length (FC1: H, FC2: I).
     pub k: u32,
     /// Weight rows (FC1: 2I, FC2: H).
@@ -91,8 +96,10 @@ pub struct FcParams {
     pub limit: f32,
     /// GPT-OSS sigmoid alpha.
     pub act_alpha: f32,
+    /// Capacity of `partials` (units) and `counters` (tasks).
+    pub part_cap: u32,
     /// Padding.
-    pub pad: [u32; 2],
+    pub pad: u32,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

@@ -101,6 +101,29 @@ pub unsafe fn ldg_v4(p: u64) -> [u32; 4] {
         p = in(reg64) p, options(nostack, readonly, pure));
     [x, y, z, w]
 }
+/// 16-byte load that bypasses L1 (sees other blocks' writes of this launch
+/// after a fence).
+#[inline(always)]
+pub unsafe fn ldg_cg_v4(p: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.global.cg.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
+        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
+        p = in(reg64) p, options(nostack, readonly));
+    [x, y, z, w]
+}
+/// 4-byte load that bypasses L1.
+#[inline(always)]
+pub unsafe fn ldg_cg_u32(p: u64) -> u32 {
+    let v: u32;
+    asm!("ld.global.cg.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly));
+    v
+}
+/// A device-scope memory fence (`fence.acq_rel.gpu`).
+#[inline(always)]
+pub unsafe fn fence_gpu() {
+    asm!("fence.acq_rel.gpu;", options(nostack));
+}
+
 /// 4-byte read-only load.
 #[inline(always)]
 pub unsafe fn ldg_u32(p: u64) -> u32 {
@@ -403,38 +426,6 @@ pub fn shfl_idx(v: u32, src: u32) -> u32 {
         asm!("shfl.sync.idx.b32 {y}, {v}, {s}, 0x1f, 0xffffffff;", y = out(reg32) y, v = in(reg32) v, s = in(reg32) src, options(nostack))
     };
     y
-}
-
-/// Calls `f(0), f(1), .., f(N - 1)` as straight-line code, so an array
-/// indexed by the argument stays in registers (LLVM does not fully unroll
-/// loops with bodies this large on its own).
-#[inline(always)]
-pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
-    const { assert!(N <= 8) };
-    if N > 0 {
-        f(0)
-    }
-    if N > 1 {
-        f(1)
-    }
-    if N > 2 {
-        f(2)
-    }
-    if N > 3 {
-        f(3)
-    }
-    if N > 4 {
-        f(4)
-    }
-    if N > 5 {
-        f(5)
-    }
-    if N > 6 {
-        f(6)
-    }
-    if N > 7 {
-        f(7)
-    }
 }
 
 /// Inclusive prefix sum over the warp.

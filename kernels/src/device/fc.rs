@@ -1,31 +1,33 @@
 //! `moe_fc1_*` and `moe_fc2_*`: the NVFP4 W4A16 streaming GEMMs of the
 //! decode path (few tokens per expert, bandwidth-bound).
 //!
-//! **Work.** A *task* is (active expert, 32 weight rows). Blocks are
-//! persistent: block `b` takes tasks `b, b + grid, ...`; the number of tasks
-//! (`n_active * rows / 32`) is read on the device, so nothing waits for the
-//! host. Within a task the block's 4 warps split K: warp `w` takes chunks
-//! `w, w + 4, ...` of 64 k, then the four partial tiles are summed through
-//! shared memory and warp 0 runs the epilogue.
+//! **Work.** A *task* is (active expert, column group of up to `8 * NT` of
+//! its pairs, 32 weight rows); a *unit* is one of `S` K-slices of a task.
+//! Every warp works on its own: warp `w` of the grid takes units `w, w + W,
+//! ...` (W = warps in the grid), streaming the chunks of all its units as
+//! one sequence, so the loads of the next unit are in flight while the last
+//! chunks of this one are computed (a register ring `D` chunks deep). Blocks
+//! never synchronize. `S` is chosen on the device from the number of tasks
+//! (read from the routing output): enough units for every warp, whatever M.
+//!
+//! **Split K, deterministic.** With `S > 1`, each unit writes its partial
+//! 16x8 tiles to `partials`, fences, and bumps the task's counter; the
+//! warp that arrives last sums the `S` partials in slice order (so the
+//! result is the same bits whichever warp finishes last), runs the
+//! epilogue, and sets the counter back to 0 for the next call.
 //!
 //! **What a lane loads per chunk** (see [`crate::tile`]): 2 x 16 bytes of
 //! codes (its rows `g`, `g + 8` of both 16-row tiles, k `16t..16t+16`), 4
-//! bytes of E4M3 scales (one per row: the 16 k are one scale block), and
-//! for each 8-token column tile 32 bytes of activations `x[tok][16t..16t+16]`
-//! where `tok` is the tile's column `g`. Codes stream past L1; activations
-//! are read through L1/L2 (every task of the expert reads them).
-//! `D` chunks are in flight per warp (a register ring), so with 4+ blocks
-//! per SM tens of KiB per SM are in flight.
+//! bytes of E4M3 scales (one per row), and for each 8-pair column tile 32
+//! bytes of activations `x[tok][16t..16t+16]` (`tok` the tile's column `g`).
+//! Codes stream past L1; activations go through L1/L2 (every task of the
+//! expert reads them).
 //!
 //! **Math per chunk and 16-row tile:** 4 k-steps, each one packed word
 //! decoded ([`crate::decode`]) to four 16x2 registers, multiplied by the
-//! row's block scale (one `fma/mul .x2` per register), and one
-//! `mma.m16n8k16` per 8-token column tile. The epilogue multiplies by the
-//! expert's global scale (and `2^7` / `2^14`, the decode's offset).
-//!
-//! **Token groups.** An expert's pairs are taken `8 * NT` at a time; an
-//! expert with more pairs repeats the task for the next group (its weights
-//! then come from L2).
+//! row's block scale (one `fma/mul .x2` per register), one `mma.m16n8k16`
+//! per live column tile. The epilogue multiplies by the expert's global
+//! scale (and `2^7` / `2^14`, the decode's offset).
 //!
 //! FC1's rows are gate/up interleaved per 8 channels ([`crate::tile::fc1_row`])
 //! so each thread holds both halves of its outputs and applies the gated
@@ -39,6 +41,10 @@ use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, T
 
 /// Warps per block.
 pub const WARPS: u32 = crate::launch::FC_THREADS / 32;
+/// Units per warp the split aims at (more units balance better).
+const UNITS_PER_WARP: u32 = 2;
+/// Fewest chunks a K-slice gets.
+const MIN_SLICE_CHUNKS: u32 = 2;
 
 #[derive(Clone, Copy)]
 struct Stage<const NT: usize> {
@@ -49,24 +55,6 @@ struct Stage<const NT: usize> {
 
 impl<const NT: usize> Stage<NT> {
     const ZERO: Self = Stage { a: [[0; 4]; MTILES], s: 0, b: [[0; 8]; NT] };
-}
-
-#[inline(always)]
-unsafe fn load_stage<const NT: usize>(code: u64, scale: u64, brow: &[u64; NT], chunk: u32) -> Stage<NT> {
-    let mut st = Stage::<NT>::ZERO;
-    let c = code + chunk as u64 * CHUNK_CODE_BYTES as u64;
-    st.a[0] = ldg_stream_v4(c);
-    st.a[1] = ldg_stream_v4(c + 512);
-    st.s = ldg_u32(scale + chunk as u64 * CHUNK_SCALE_BYTES as u64);
-    unroll::<NT>(|j| {
-        if brow[j] != 0 {
-            let x = brow[j] + chunk as u64 * (2 * KCHUNK) as u64;
-            let lo = ldg_v4(x);
-            let hi = ldg_v4(x + 16);
-            st.b[j] = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
-        }
-    });
-    st
 }
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,
@@ -107,10 +95,10 @@ fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
 #[inline(always)]
 fn compute<const BF16: bool, const NT: usize>(acc: &mut [[[f32; 4]; NT]; MTILES], st: &Stage<NT>, nt_active: u32) {
     let sc = lane_scales::<BF16>(st.s);
-    unroll::<KSTEPS>(|step| {
-        unroll::<MTILES>(|mt| {
+    unroll!(KSTEPS, |step| {
+        unroll!(MTILES, |mt| {
             let a = dequant_step::<BF16>(st.a[mt][step], sc[mt][0], sc[mt][1]);
-            unroll::<NT>(|j| {
+            unroll!(NT, |j| {
                 if (j as u32) < nt_active {
                     mma::<BF16>(&mut acc[mt][j], a, st.b[j][2 * step], st.b[j][2 * step + 1]);
                 }
@@ -140,99 +128,219 @@ pub fn activation(kind: u32, g: f32, u: f32, limit: f32, alpha: f32) -> f32 {
     }
 }
 
+/// The grid-wide plan, the same in every warp.
+#[derive(Clone, Copy)]
+struct Plan {
+    n_active: u32,
+    tpe: u32,
+    nchunks: u32,
+    split: u32,
+    units: u32,
+    nw: u32,
+}
+
+/// One unit: where its weights and activations are, and what it outputs.
+#[derive(Clone, Copy)]
+struct Unit<const NT: usize> {
+    u: u32,
+    c: u32,
+    c_end: u32,
+    expert: u32,
+    r: u32,
+    slot0: u32,
+    n_grp: u32,
+    code: u64,
+    scale: u64,
+    brow: [u64; NT],
+}
+
+impl<const NT: usize> Unit<NT> {
+    #[inline(always)]
+    fn valid(&self, plan: &Plan) -> bool {
+        self.u < plan.units
+    }
+}
+
+/// Fills in unit `u` (or marks it past the end).
+#[inline(always)]
+unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u: u32) -> Unit<NT> {
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let mut x = Unit { u, c: 0, c_end: 0, expert: 0, r: 0, slot0: 0, n_grp: 0, code: 0, scale: 0, brow: [0; NT] };
+    if u >= plan.units {
+        return x;
+    }
+    let (task, s) = (u / plan.split, u % plan.split);
+    x.c = s * plan.nchunks / plan.split;
+    x.c_end = (s + 1) * plan.nchunks / plan.split;
+    let (gi, r) = (task / plan.tpe, task % plan.tpe);
+    // The active expert whose groups contain gi: the last with group_start <= gi.
+    let (mut lo, mut hi) = (0u32, plan.n_active);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if ldg_u32_coherent(p.active + 16 * mid as u64 + 12) <= gi {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let rec = p.active + 16 * lo as u64;
+    let e = ldg_u32_coherent(rec);
+    let start = ldg_u32_coherent(rec + 4);
+    let count = ldg_u32_coherent(rec + 8);
+    let grp = gi - ldg_u32_coherent(rec + 12);
+    let gsize = 8 * NT as u32;
+    x.expert = e;
+    x.r = r;
+    x.slot0 = start + grp * gsize;
+    x.n_grp = if count - grp * gsize < gsize { count - grp * gsize } else { gsize };
+    let tglob = (e * plan.tpe + r) as u64 * plan.nchunks as u64;
+    x.code = p.codes + tglob * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
+    x.scale = p.scales + tglob * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
+    unroll!(NT, |j| {
+        let col = 8 * j as u32 + g;
+        if col < x.n_grp {
+            let slot = x.slot0 + col;
+            let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+            x.brow[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
+        }
+    });
+    x
+}
+
+/// Steps a cursor to its next chunk (and next unit).
+#[inline(always)]
+unsafe fn advance<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, x: &mut Unit<NT>) {
+    x.c += 1;
+    if x.c >= x.c_end {
+        *x = unit_at::<FC1, NT>(p, plan, x.u + plan.nw);
+    }
+}
+
+#[inline(always)]
+unsafe fn load_stage<const NT: usize>(x: &Unit<NT>) -> Stage<NT> {
+    let mut st = Stage::<NT>::ZERO;
+    let c = x.code + x.c as u64 * CHUNK_CODE_BYTES as u64;
+    st.a[0] = ldg_stream_v4(c);
+    st.a[1] = ldg_stream_v4(c + 512);
+    st.s = ldg_u32(x.scale + x.c as u64 * CHUNK_SCALE_BYTES as u64);
+    unroll!(NT, |j| {
+        if x.brow[j] != 0 {
+            let b = x.brow[j] + x.c as u64 * (2 * KCHUNK) as u64;
+            let lo = ldg_v4(b);
+            let hi = ldg_v4(b + 16);
+            st.b[j] = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+        }
+    });
+    st
+}
+
 #[inline(always)]
 unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize>(p: &FcParams) {
-    let t0 = tid();
-    let (warp, lane) = (t0 / 32, t0 % 32);
-    let (g, t) = (lane / 4, lane % 4);
+    let lane = tid() % 32;
+    let gw = bid() * WARPS + tid() / 32;
+    let nw = gdim() * WARPS;
     let n_active = ldg_u32_coherent(p.n_active);
+    let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
     let nchunks = p.k / KCHUNK as u32;
-    let total = n_active * tpe;
-    let n_my = if warp < nchunks { (nchunks - warp).div_ceil(WARPS) } else { 0 };
-    let nacc = (MTILES * NT * 4) as u32;
-    let red = smem();
+    let tasks = groups * tpe;
+    if tasks == 0 {
+        return;
+    }
+    // K-slices per task: enough units for every warp, slices of at least
+    // MIN_SLICE_CHUNKS chunks, and no more than the partial buffer holds.
+    let mut split = 1;
+    if tasks < nw && tasks <= p.part_cap {
+        split = (UNITS_PER_WARP * nw).div_ceil(tasks);
+        split = split.min((nchunks / MIN_SLICE_CHUNKS).max(1)).min(p.part_cap / tasks).max(1);
+    }
+    let plan = Plan { n_active, tpe, nchunks, split, units: tasks * split, nw };
     let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
 
-    let mut task = bid();
-    while task < total {
-        let (ai, r) = (task / tpe, task % tpe);
-        let rec = p.active + 16 * ai as u64;
-        let e = ldg_u32_coherent(rec);
-        let start = ldg_u32_coherent(rec + 4);
-        let count = ldg_u32_coherent(rec + 8);
-        let tglob = (e * tpe + r) as u64 * nchunks as u64;
-        let code = p.codes + tglob * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
-        let scale = p.scales + tglob * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
-        let mut g0 = 0;
-        while g0 < count {
-            let n_grp = if count - g0 < 8 * NT as u32 { count - g0 } else { 8 * NT as u32 };
-            let nt_active = n_grp.div_ceil(8);
-            // This lane's activation row for each column tile (0 = none).
-            let mut brow = [0u64; NT];
-            unroll::<NT>(|j| {
-                let col = 8 * j as u32 + g;
-                if col < n_grp {
-                    let slot = start + g0 + col;
-                    let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
-                    brow[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
-                }
-            });
-
-            let mut acc = [[[0f32; 4]; NT]; MTILES];
-            let mut ring = [Stage::<NT>::ZERO; D];
-            unroll::<D>(|d| {
-                if (d as u32) < n_my {
-                    ring[d] = load_stage(code, scale, &brow, warp + WARPS * d as u32);
-                }
-            });
-            let mut i = 0;
-            while i < n_my {
-                unroll::<D>(|d| {
-                    let idx = i + d as u32;
-                    if idx < n_my {
-                        let st = ring[d];
-                        if idx + (D as u32) < n_my {
-                            ring[d] = load_stage(code, scale, &brow, warp + WARPS * (idx + D as u32));
-                        }
-                        compute::<BF16, NT>(&mut acc, &st, nt_active);
-                    }
-                });
-                i += D as u32;
-            }
-
-            // Sum the warps' partial tiles: [warp-1][accumulator][lane] in shared memory.
-            let at = |w: u32, mt: usize, j: usize, c: usize| {
-                red + 4 * ((w * nacc + ((mt * NT + j) * 4 + c) as u32) * 32 + lane)
-            };
-            if warp != 0 {
-                unroll::<MTILES>(|mt| {
-                    unroll::<NT>(|j| unroll::<4>(|c| sts(at(warp - 1, mt, j, c), acc[mt][j][c].to_bits())))
-                });
-            }
-            sync();
-            if warp == 0 {
-                unroll::<MTILES>(|mt| {
-                    unroll::<NT>(|j| {
-                        unroll::<4>(|c| {
-                            let mut w = 0;
-                            while w < WARPS - 1 {
-                                acc[mt][j][c] += f32::from_bits(lds(at(w, mt, j, c)));
-                                w += 1;
-                            }
-                        })
-                    })
-                });
-                if FC1 {
-                    epilogue_fc1::<BF16, NT>(p, &acc, e, r, start + g0, n_grp, post);
-                } else {
-                    epilogue_fc2::<NT>(p, &acc, e, r, start + g0, n_grp, post);
-                }
-            }
-            sync();
-            g0 += 8 * NT as u32;
+    let mut pf = unit_at::<FC1, NT>(p, &plan, gw);
+    let mut cc = pf;
+    let mut ring = [Stage::<NT>::ZERO; D];
+    unroll!(D, |d| {
+        if pf.valid(&plan) {
+            ring[d] = load_stage(&pf);
+            advance::<FC1, NT>(p, &plan, &mut pf);
         }
-        task += gdim();
+    });
+    let mut acc = [[[0f32; 4]; NT]; MTILES];
+    while cc.valid(&plan) {
+        unroll!(D, |d| {
+            if cc.valid(&plan) {
+                let st = ring[d];
+                if pf.valid(&plan) {
+                    ring[d] = load_stage(&pf);
+                    advance::<FC1, NT>(p, &plan, &mut pf);
+                }
+                let nt_active = cc.n_grp.div_ceil(8);
+                compute::<BF16, NT>(&mut acc, &st, nt_active);
+                if cc.c + 1 >= cc.c_end {
+                    finish::<FC1, BF16, NT>(p, &plan, &cc, &mut acc, post, lane);
+                    acc = [[[0f32; 4]; NT]; MTILES];
+                }
+                advance::<FC1, NT>(p, &plan, &mut cc);
+            }
+        });
+    }
+}
+
+/// End of a unit: the epilogue directly (no split), or the partial tile and,
+/// for the last of the task's slices to arrive, the ordered sum + epilogue.
+#[inline(always)]
+unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
+    p: &FcParams,
+    plan: &Plan,
+    x: &Unit<NT>,
+    acc: &mut [[[f32; 4]; NT]; MTILES],
+    post: f32,
+    lane: u32,
+) {
+    if plan.split > 1 {
+        let nacc = (MTILES * NT * 4) as u64;
+        let task = x.u / plan.split;
+        let at = |unit: u32, q: u64| p.partials + 4 * ((unit as u64 * nacc + q) * 32 + lane as u64);
+        unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| stg_u32(
+            at(x.u, ((mt * NT + j) * 4 + c) as u64),
+            acc[mt][j][c].to_bits()
+        ))));
+        fence_gpu();
+        let mut old = 0;
+        if lane == 0 {
+            old = atomic_add_u32(p.counters + 4 * task as u64, 1);
+        }
+        old = shfl_idx(old, 0);
+        if old + 1 != plan.split {
+            return;
+        }
+        fence_gpu();
+        // Last to arrive: sum the slices in order, from memory (this one's too).
+        *acc = [[[0f32; 4]; NT]; MTILES];
+        let mut k = 0;
+        while k < plan.split {
+            let unit = task * plan.split + k;
+            unroll!(MTILES, |mt| {
+                unroll!(NT, |j| {
+                    let q = ((mt * NT + j) * 4) as u64;
+                    unroll!(4, |c| {
+                        let v = ldg_cg_u32(at(unit, q + c as u64));
+                        acc[mt][j][c] += f32::from_bits(v);
+                    })
+                })
+            });
+            k += 1;
+        }
+        if lane == 0 {
+            stg_u32(p.counters + 4 * task as u64, 0);
+        }
+    }
+    if FC1 {
+        epilogue_fc1::<BF16, NT>(p, acc, x.expert, x.r, x.slot0, x.n_grp, post);
+    } else {
+        epilogue_fc2::<NT>(p, acc, x.expert, x.r, x.slot0, x.n_grp, post);
     }
 }
 
@@ -251,10 +359,10 @@ unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
     let inter = p.rows / 2;
     let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
     let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
-    unroll::<MTILES>(|mt| {
+    unroll!(MTILES, |mt| {
         let ch = 16 * r + 8 * mt as u32 + g;
-        unroll::<NT>(|j| {
-            unroll::<2>(|u| {
+        unroll!(NT, |j| {
+            unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
                 if col < n_grp {
                     let h = activation(p.act, acc[mt][j][u] * ag, acc[mt][j][2 + u] * au, p.limit, p.act_alpha);
@@ -279,14 +387,14 @@ unsafe fn epilogue_fc2<const NT: usize>(
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    unroll::<NT>(|j| {
-        unroll::<2>(|u| {
+    unroll!(NT, |j| {
+        unroll!(2, |u| {
             let col = 8 * j as u32 + 2 * t + u as u32;
             if col < n_grp {
                 let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
                 let w = ldg_f32(p.topk_weights + 4 * pair as u64) * a2;
                 let y = p.output + 4 * pair as u64 * p.rows as u64;
-                unroll::<MTILES>(|mt| {
+                unroll!(MTILES, |mt| {
                     let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
                     stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
                     stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
@@ -302,8 +410,8 @@ macro_rules! fc_kernels {
         ///
         /// # Safety
         /// `p` must describe device buffers as [`FcParams`] documents, from
-        /// a routing run over the same ids; 128 threads per block and
-        /// `4 * 3 * 32 * 8 * NT` bytes of dynamic shared memory.
+        /// a routing run over the same ids with `group = 8 * NT`; 128
+        /// threads per block, no shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             fc::<$fc1, $bf16, $nt, $d>(&p)

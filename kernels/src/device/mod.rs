@@ -11,6 +11,51 @@
 //! | [`peak`] | `peak_*`: tensor-core rate microbenchmarks |
 //! | [`util`] | `moe4_fill`: device-side random fill for benchmarks |
 
+/// `unroll!(N, |i| body)`: `body` for `i = 0, 1, .., N - 1` (N <= 8) as
+/// straight-line code, so arrays indexed by `i` stay in registers. A macro,
+/// not a closure: LLVM does not always inline a large closure called
+/// several times, and an outlined body indexes its arrays in local memory.
+macro_rules! unroll {
+    ($n:expr, |$i:ident| $body:expr) => {{
+        const { assert!($n <= 8) };
+        #[allow(clippy::reversed_empty_ranges, unused_comparisons)]
+        {
+            if $n > 0 {
+                let $i: usize = 0;
+                $body;
+            }
+            if $n > 1 {
+                let $i: usize = 1;
+                $body;
+            }
+            if $n > 2 {
+                let $i: usize = 2;
+                $body;
+            }
+            if $n > 3 {
+                let $i: usize = 3;
+                $body;
+            }
+            if $n > 4 {
+                let $i: usize = 4;
+                $body;
+            }
+            if $n > 5 {
+                let $i: usize = 5;
+                $body;
+            }
+            if $n > 6 {
+                let $i: usize = 6;
+                $body;
+            }
+            if $n > 7 {
+                let $i: usize = 7;
+                $body;
+            }
+        }
+    }};
+}
+
 pub mod arch;
 pub mod combine;
 pub mod fc;

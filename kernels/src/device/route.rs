@@ -8,7 +8,8 @@
 //! slot of every pair is the same on every run: bit-reproducible. From the
 //! sorted keys the block writes `sorted_pairs`, and the list of experts that
 //! got at least one pair (`active`, ascending expert) with each one's slot
-//! range, and their number. Nothing is read or written out of bounds,
+//! range and the index of its first column group (the FC kernels take an
+//! expert's pairs `group` at a time), their number and the total groups. Nothing is read or written out of bounds,
 //! whatever the ids hold.
 //!
 //! Shared memory: `sort_len` keys, `2 * E` words of segment bounds, 32 words
@@ -114,18 +115,21 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     }
     sync();
 
-    // 4. Active experts in ascending order (one expert per thread; E <= 1024).
+    // 4. Active experts in ascending order (one expert per thread; E <= 1024),
+    //    with the prefix of their column groups.
     let e = t;
     let count = if e < p.n_experts { lds(seg_count + 4 * e) } else { 0 };
     let (pos, total) = block_exclusive_sum((count > 0) as u32, scratch);
+    let (gstart, gtotal) = block_exclusive_sum(count.div_ceil(p.group), scratch);
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
         stg_u32(rec, e);
         stg_u32(rec + 4, lds(seg_start + 4 * e));
         stg_u32(rec + 8, count);
-        stg_u32(rec + 12, 0);
+        stg_u32(rec + 12, gstart);
     }
     if t == 0 {
         stg_u32(p.n_active, total);
+        stg_u32(p.n_active + 4, gtotal);
     }
 }

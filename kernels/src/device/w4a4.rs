@@ -3,13 +3,13 @@
 //! two-kernel baseline's dequant kernel (for the benchmark only).
 //!
 //! **GEMM tile** `BM x 128` (rows of one expert x output channels), K in
-//! steps of 128, 8 warps as 2 (rows) x 4 (columns), each warp `BM/2 x 32`.
+//! steps of 256, 8 warps as 2 (rows) x 4 (columns), each warp `BM/2 x 32`.
 //! Operands stream global -> shared through a 4-stage `cp.async` ring
 //! (16-byte copies, zero-filled past the expert's rows, past N and past K),
 //! so no tile reads outside its buffers whatever the offsets say.
 //!
-//! **Who holds which k.** Per 128-k tile a lane reads 16 bytes of each of
-//! its rows: k `32t .. 32t+32`. On sm_90 (no int4 tensor cores: `m16n8k64
+//! **Who holds which k.** Per 128-k half of a stage a lane reads 16 bytes of
+//! each of its rows: k `32t .. 32t+32`. On sm_90 (no int4 tensor cores: `m16n8k64
 //! s4` is emulated) each 8-nibble word is unpacked to two s8x4 registers,
 //! `(w << 4) & 0xF0F0F0F0` (even k) and `w & 0xF0F0F0F0` (odd k): exact
 //! values times 16, so the `m16n8k32 s8` sum is 256x the int4 sum, undone
@@ -127,13 +127,15 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
         let n0 = nt_i * BN;
         let b_expert = p.b + e as u64 * p.n as u64 * kb as u64;
 
-        // Stage loader: A then B rows, 4 x 16 bytes each per 128 k.
+        // Stage loader: A then B rows, 8 x 16 bytes each per 256 k, chunk
+        // `part` of row `row` stored at chunk `part ^ 4 (row & 1)`: the
+        // 16-byte reads of two neighbouring rows then hit disjoint banks.
         let load = |kt: u32, stage: u32| {
             let sbase = base + stage * stage_bytes;
-            let chunks = (BM + BN) * 4;
+            let chunks = (BM + BN) * (BK / 32);
             let mut c = t0;
             while c < chunks {
-                let (row, part) = (c / 4, c % 4);
+                let (row, part) = (c / (BK / 32), c % (BK / 32));
                 let kbyte = kt * (BK / 2) + 16 * part;
                 let kvalid = kbyte < kb;
                 let (src, valid) = if row < BM {
@@ -143,7 +145,11 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
                     let n = n0 + row - BM;
                     (b_expert + n as u64 * kb as u64 + kbyte as u64, kvalid && n < p.n)
                 };
-                cp_async16_zfill(sbase + 16 * c, if valid { src } else { p.b }, valid);
+                cp_async16_zfill(
+                    sbase + row * (BK / 2) + 16 * (part ^ ((row & 1) << 2)),
+                    if valid { src } else { p.b },
+                    valid,
+                );
                 c += THREADS;
             }
         };
@@ -163,16 +169,19 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
             sync();
             let sbase = base + (kt % STAGES) * stage_bytes;
             // This warp's rows: BM/2 * wm + 16 mi + g (+8); columns 32 wn + 8 nj + g.
-            let mut araw = [[[0u32; 4]; 2]; MI];
-            unroll::<MI>(|mi| {
-                let row = (BM / 2) * wm + 16 * mi as u32 + g;
-                araw[mi][0] = lds_v4(sbase + row * 64 + 16 * t);
-                araw[mi][1] = lds_v4(sbase + (row + 8) * 64 + 16 * t);
-            });
-            let mut braw = [[0u32; 4]; 4];
-            unroll::<4>(|nj| {
-                let col = 32 * wn + 8 * nj as u32 + g;
-                braw[nj] = lds_v4(sbase + (BM + col) * 64 + 16 * t);
+            let at = |row: u32, half: u32| sbase + row * (BK / 2) + 16 * ((4 * half + t) ^ ((row & 1) << 2));
+            let mut araw = [[[[0u32; 4]; 2]; MI]; 2];
+            let mut braw = [[[0u32; 4]; 4]; 2];
+            unroll!(2, |h| {
+                unroll!(MI, |mi| {
+                    let row = (BM / 2) * wm + 16 * mi as u32 + g;
+                    araw[h][mi][0] = lds_v4(at(row, h as u32));
+                    araw[h][mi][1] = lds_v4(at(row + 8, h as u32));
+                });
+                unroll!(4, |nj| {
+                    let col = 32 * wn + 8 * nj as u32 + g;
+                    braw[h][nj] = lds_v4(at(BM + col, h as u32));
+                });
             });
             // Issue the next stage before the math.
             let next = kt + STAGES - 1;
@@ -180,7 +189,8 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
                 load(next, next % STAGES);
             }
             cp_async_commit();
-            compute_tile::<MI>(&mut acc, &araw, &braw);
+            compute_tile::<MI>(&mut acc, &araw[0], &braw[0]);
+            compute_tile::<MI>(&mut acc, &araw[1], &braw[1]);
             kt += 1;
         }
         cp_async_wait::<0>();
@@ -195,13 +205,13 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
 #[inline(always)]
 fn compute_tile<const MI: usize>(acc: &mut [[[i32; 4]; 4]; MI], araw: &[[[u32; 4]; 2]; MI], braw: &[[u32; 4]; 4]) {
     // Four m16n8k32 s8 steps; step s takes word s of each 16-byte row slice.
-    unroll::<4>(|s| {
+    unroll!(4, |s| {
         let mut b = [[0u32; 2]; 4];
-        unroll::<4>(|nj| b[nj] = [unpack_lo(braw[nj][s]), unpack_hi(braw[nj][s])]);
-        unroll::<MI>(|mi| {
+        unroll!(4, |nj| b[nj] = [unpack_lo(braw[nj][s]), unpack_hi(braw[nj][s])]);
+        unroll!(MI, |mi| {
             let (w0, w8) = (araw[mi][0][s], araw[mi][1][s]);
             let a = [unpack_lo(w0), unpack_lo(w8), unpack_hi(w0), unpack_hi(w8)];
-            unroll::<4>(|nj| mma_s8(&mut acc[mi][nj], a, b[nj][0], b[nj][1]));
+            unroll!(4, |nj| mma_s8(&mut acc[mi][nj], a, b[nj][0], b[nj][1]));
         });
     });
 }
@@ -211,10 +221,10 @@ fn compute_tile<const MI: usize>(acc: &mut [[[i32; 4]; 4]; MI], araw: &[[[u32; 4
 fn compute_tile<const MI: usize>(acc: &mut [[[i32; 4]; 4]; MI], araw: &[[[u32; 4]; 2]; MI], braw: &[[u32; 4]; 4]) {
     // Two native m16n8k64 s4 steps; step s takes words 2s (k 0..8 of the
     // lane's 16) and 2s+1 (k 8..16) of each row slice.
-    unroll::<2>(|s| {
-        unroll::<MI>(|mi| {
+    unroll!(2, |s| {
+        unroll!(MI, |mi| {
             let a = [araw[mi][0][2 * s], araw[mi][1][2 * s], araw[mi][0][2 * s + 1], araw[mi][1][2 * s + 1]];
-            unroll::<4>(|nj| mma_s4(&mut acc[mi][nj], a, braw[nj][2 * s], braw[nj][2 * s + 1]));
+            unroll!(4, |nj| mma_s4(&mut acc[mi][nj], a, braw[nj][2 * s], braw[nj][2 * s + 1]));
         });
     });
 }
@@ -239,8 +249,8 @@ unsafe fn epilogue<const BM: u32, const MI: usize, const OUT: u32>(
     let (g, t) = (lane / 4, lane % 4);
     let (wm, wn) = (warp / 4, warp % 4);
     let unscale = 1.0 / (1u32 << ACC_SHIFT) as f32;
-    unroll::<MI>(|mi| {
-        unroll::<2>(|h| {
+    unroll!(MI, |mi| {
+        unroll!(2, |h| {
             let row = m0 + (BM / 2) * wm + 16 * mi as u32 + g + 8 * h as u32;
             if row < r1 {
                 let mut sa = 0f32;
@@ -250,7 +260,7 @@ unsafe fn epilogue<const BM: u32, const MI: usize, const OUT: u32>(
                         sa *= ldg_f32(p.row_scale + 4 * row as u64);
                     }
                 }
-                unroll::<4>(|nj| {
+                unroll!(4, |nj| {
                     let col = n0 + 32 * wn + 8 * nj as u32 + 2 * t;
                     if col < p.n {
                         let (v0, v1) = (acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
