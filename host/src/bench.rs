@@ -385,3 +385,142 @@ pub fn w4a4_json(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
         rows.join(",")
     )
 }
+
+/// One prefill measurement.
+#[derive(Clone, Debug)]
+pub struct PrefillResult {
+    /// Shape name.
+    pub shape: &'static str,
+    /// Tokens.
+    pub m: usize,
+    /// Layer microseconds (route + FC1 + FC2 + combine), prefill kernels.
+    pub us: f64,
+    /// Layer microseconds with the decode kernels forced (at small M).
+    pub decode_us: Option<f64>,
+    /// Layer TFLOP/s (2 x pairs x 3 x H x I).
+    pub tflops: f64,
+    /// cuBLAS bf16 TFLOP/s on dense GEMMs of the same FLOPs, same run.
+    pub cublas_tflops: f64,
+}
+
+/// cuBLAS bf16 time for `[rows x k] x [k x n]` then `[rows x n/2] x [n/2 x k]`
+/// (the layer's two GEMMs as dense ones): milliseconds.
+fn cublas_ms(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, rows: usize, h: usize, i: usize) -> Result<f64> {
+    use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+    use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+    let blas = CudaBlas::new(stream.clone())
+        .map_err(|e| crate::error::unsupported("cuBLAS", format!("{e:?}"), "could not be loaded"))?;
+    // Random bf16 in ±[0.5, 1), filled on the device (no multi-GB upload).
+    let fill_bf16 = |n: usize| -> Result<CudaSlice<bf16>> {
+        let mut b = stream.alloc_zeros::<bf16>(n + n % 2)?;
+        fill(gpu, stream, &mut b, n as u32, 0x807F_807F, 0x3F00_3F00)?;
+        Ok(b)
+    };
+    let x = fill_bf16(rows * h)?;
+    let w1 = fill_bf16(h * 2 * i)?;
+    let w2 = fill_bf16(i * h)?;
+    let mut y1 = stream.alloc_zeros::<bf16>(rows * 2 * i)?;
+    let mut y2 = stream.alloc_zeros::<bf16>(rows * h)?;
+    let hbuf = fill_bf16(rows * i)?;
+    let cfg = |m: usize, n: usize, k: usize| GemmConfig {
+        transa: CUBLAS_OP_N,
+        transb: CUBLAS_OP_N,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha: bf16::ONE,
+        lda: n as i32,
+        ldb: k as i32,
+        beta: bf16::ZERO,
+        ldc: n as i32,
+    };
+    let e =
+        |e: cudarc::cublas::result::CublasError| crate::error::unsupported("cuBLAS gemm", format!("{e:?}"), "failed");
+    time_ms(stream, 2, 10, || {
+        // Row-major C[m x n] = A[m x k] B[k x n] as column-major C^T = B^T A^T.
+        // SAFETY: the buffers hold the sizes the configs name.
+        unsafe {
+            blas.gemm(cfg(rows, 2 * i, h), &w1, &x, &mut y1).map_err(e)?;
+            blas.gemm(cfg(rows, h, i), &w2, &hbuf, &mut y2).map_err(e)?;
+        }
+        Ok(())
+    })
+}
+
+/// Times the prefill path for `shape` at each token count (and the decode
+/// path where it is still sensible), with cuBLAS on the same FLOPs.
+pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize]) -> Result<Vec<PrefillResult>> {
+    let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
+    let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 9)?;
+    let max_m = *ms.iter().max().unwrap_or(&1);
+    let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    let mut rng = Lcg(777);
+    let pool: Vec<i32> = (0..shape.e as i32).collect();
+    let mut res = Vec::new();
+    for &m in ms {
+        let mut x = stream.alloc_zeros::<bf16>(m * shape.h)?;
+        fill(gpu, stream, &mut x, m as u32, 0x807F_807F, 0x3F00_3F00)?;
+        let (ids, tw) = routing(&mut rng, &pool, m, shape.topk);
+        let (ids, tw) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
+        let mut out = stream.alloc_zeros::<bf16>(m * shape.h)?;
+        let mut run = |path: crate::ForwardPath, ws: &mut Workspace| -> Result<f64> {
+            ws.set_path(path);
+            time_ms(stream, 2, 5, || {
+                w.forward(ws, stream, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut())
+            })
+        };
+        let pf = run(crate::ForwardPath::Prefill, &mut ws)?;
+        let dec = if m * shape.topk / shape.e <= 128 { Some(run(crate::ForwardPath::Decode, &mut ws)?) } else { None };
+        ws.set_path(crate::ForwardPath::Auto);
+        let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
+        let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
+        res.push(PrefillResult {
+            shape: shape.name,
+            m,
+            us: pf * 1e3,
+            decode_us: dec.map(|d| d * 1e3),
+            tflops: flops / (pf * 1e-3) / 1e12,
+            cublas_tflops: flops / (cb * 1e-3) / 1e12,
+        });
+    }
+    Ok(res)
+}
+
+/// Formats prefill results as a Markdown table.
+pub fn prefill_table(r: &[PrefillResult]) -> String {
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for x in r {
+        let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {} | {:.0} | {:.0} | {:.2} |",
+            x.shape,
+            x.m,
+            x.us,
+            d,
+            x.tflops,
+            x.cublas_tflops,
+            x.tflops / x.cublas_tflops
+        );
+    }
+    s
+}
+
+/// JSON of prefill results.
+pub fn prefill_json(r: &[PrefillResult]) -> String {
+    let rows: Vec<String> = r
+        .iter()
+        .map(|x| {
+            format!(
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                x.shape,
+                x.m,
+                x.us,
+                x.decode_us.map_or("null".into(), |d| format!("{d:.3}")),
+                x.tflops,
+                x.cublas_tflops
+            )
+        })
+        .collect();
+    format!("{{\"prefill\":[{}]}}", rows.join(","))
+}

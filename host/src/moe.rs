@@ -5,23 +5,49 @@
 //! can capture it in a CUDA graph (with cudarc's event tracking off, as for
 //! any capture):
 //!
-//! 1. `moe_route` — pairs grouped by expert, on the device (one block);
-//! 2. `moe_fc1_*` — FC1 + the gated activation into `h` (16-bit);
-//! 3. `moe_fc2_*` — FC2 x alpha2 x routing weight into `y` (f32);
+//! 1. `moe_route` (bitonic sort, up to 16384 pairs) or `moe_route_count`
+//!    (counting, any number) — pairs grouped by expert, on the device;
+//! 2. FC1 + the gated activation into `h` (16-bit);
+//! 3. FC2 x alpha2 x routing weight into `y` (f32);
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
+//!
+//! Steps 2-3 run the **decode** kernels (`moe_fc*`: a few pairs per expert,
+//! bandwidth-bound) or the **prefill** kernels (`moe_pf*`: 64 pairs per
+//! weight tile, tensor-core bound), chosen from the mean number of pairs
+//! per expert against a crossover measured on the H200
+//! ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it. Both read
+//! the same copy of the weights.
 
 use crate::dtype::Half;
 use crate::error::{shape, unsupported, Error, Result};
 use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
-use moe4_kernels::launch::{fc_partial_floats, route_smem_bytes, FC_PARTIALS_PER_WARP, FC_THREADS, ROUTE_THREADS};
+use moe4_kernels::launch::{
+    fc_partial_floats, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_PARTIALS_PER_WARP, FC_THREADS,
+    PF_COLS, ROUTE_THREADS,
+};
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
 
-/// Most (token, k) pairs one forward call may route (the routing kernel
-/// sorts them in shared memory).
-pub const MAX_PAIRS: usize = 16384;
+/// Most (token, k) pairs one forward call may route.
+pub const MAX_PAIRS: usize = 1 << 20;
+/// Pairs up to which routing sorts in shared memory (stable slot order).
+const SORT_PAIRS: usize = 16384;
+/// Mean pairs per active expert from which `forward` takes the prefill
+/// kernels (measured on the H200, see docs/gpu-results.md).
+pub const PREFILL_CROSSOVER: f64 = 32.0;
+
+/// Which kernels `forward` runs for FC1/FC2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForwardPath {
+    /// Decode below [`PREFILL_CROSSOVER`] pairs per expert, prefill above.
+    Auto,
+    /// Always the decode kernels.
+    Decode,
+    /// Always the prefill kernels.
+    Prefill,
+}
 /// Largest top-k.
 pub const MAX_TOPK: usize = 64;
 
@@ -42,6 +68,7 @@ pub struct Workspace {
     partials: CudaSlice<f32>,
     counters: CudaSlice<u32>,
     part_cap: u32,
+    path: ForwardPath,
 }
 
 impl Workspace {
@@ -56,7 +83,7 @@ impl Workspace {
             return Err(unsupported(
                 "max_tokens * top-k",
                 pairs,
-                format!("the decode path routes at most {MAX_PAIRS} (token, expert) pairs per call"),
+                format!("one call routes at most {MAX_PAIRS} (token, expert) pairs"),
             ));
         }
         // Split-K scratch: a few partial tiles per resident warp of the
@@ -67,6 +94,7 @@ impl Workspace {
             partials: stream.alloc_zeros(part_cap as usize * fc_partial_floats(4) as usize)?,
             counters: stream.alloc_zeros(part_cap as usize)?,
             part_cap,
+            path: ForwardPath::Auto,
             max_tokens: max_tokens.max(1),
             topk,
             experts: weights.experts,
@@ -92,6 +120,11 @@ impl Workspace {
     /// skipped, like -1). Reads the device counter (synchronizes `stream`).
     pub fn invalid_id_count(&self, stream: &Arc<CudaStream>) -> Result<u64> {
         Ok(stream.clone_dtoh(&self.invalid)?[0] as u64)
+    }
+
+    /// Chooses the FC kernels (default [`ForwardPath::Auto`]).
+    pub fn set_path(&mut self, path: ForwardPath) {
+        self.path = path;
     }
 
     /// Sets the out-of-range id counter back to zero.
@@ -189,6 +222,12 @@ impl MoeWeights {
         let pairs = (m * k) as u32;
         let sort_len = pairs.next_power_of_two();
         let nt = column_tiles(m * k, e);
+        let mean = (m * k) as f64 / e.min(m * k).max(1) as f64;
+        let prefill = match ws.path {
+            ForwardPath::Auto => mean >= PREFILL_CROSSOVER,
+            ForwardPath::Decode => false,
+            ForwardPath::Prefill => true,
+        };
         let route = RouteParams {
             topk_ids: ids_ptr,
             sorted_pairs: sorted,
@@ -198,14 +237,18 @@ impl MoeWeights {
             pairs,
             n_experts: e as u32,
             sort_len,
-            group: 8 * nt as u32,
+            group: if prefill { PF_COLS } else { 8 * nt as u32 },
         };
-        let route_smem = route_smem_bytes(sort_len, e as u32);
         // SAFETY: the buffers were checked above to hold what RouteParams
-        // documents; the shared memory matches the kernel's layout.
-        unsafe { gpu.launch(stream, "moe_route", 1, ROUTE_THREADS, route_smem, route)? };
+        // documents; the shared memory matches each kernel's layout.
+        unsafe {
+            if m * k <= SORT_PAIRS {
+                gpu.launch(stream, "moe_route", 1, ROUTE_THREADS, route_smem_bytes(sort_len, e as u32), route)?;
+            } else {
+                gpu.launch(stream, "moe_route_count", 1, ROUTE_THREADS, route_count_smem_bytes(e as u32), route)?;
+            }
+        }
 
-        let fc_smem = 0;
         let (kind, limit, alpha) = act_params(self.activation);
         let (c1, s1) = (self.fc1_codes.device_ptr(stream), self.fc1_scales.device_ptr(stream));
         let (c2, s2) = (self.fc2_codes.device_ptr(stream), self.fc2_scales.device_ptr(stream));
@@ -246,8 +289,11 @@ impl MoeWeights {
             rows: h as u32,
             ..base
         };
-        let n1 = format!("moe_fc1_{}_nt{nt}", T::NAME);
-        let n2 = format!("moe_fc2_{}_nt{nt}", T::NAME);
+        let (n1, n2, fc_smem) = if prefill {
+            (format!("moe_pf1_{}", T::NAME), format!("moe_pf2_{}", T::NAME), pf_smem_bytes())
+        } else {
+            (format!("moe_fc1_{}_nt{nt}", T::NAME), format!("moe_fc2_{}_nt{nt}", T::NAME), 0)
+        };
         let grid1 = gpu.resident_blocks(&n1, FC_THREADS, fc_smem)?;
         let grid2 = gpu.resident_blocks(&n2, FC_THREADS, fc_smem)?;
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k

@@ -32,3 +32,18 @@ pub const fn fc_partial_floats(nt: u32) -> u32 {
 pub const fn route_smem_bytes(sort_len: u32, experts: u32) -> u32 {
     4 * (sort_len + 2 * experts + 32)
 }
+
+/// Pairs per prefill tile.
+pub const PF_COLS: u32 = 64;
+/// Prefill pipeline stages.
+pub const PF_STAGES: u32 = 4;
+/// Dynamic shared memory of a prefill GEMM block: per stage 4 KiB of codes,
+/// 512 B of scales, 8 KiB of activations.
+pub const fn pf_smem_bytes() -> u32 {
+    PF_STAGES * (4 * 1024 + 512 + PF_COLS * 2 * 64)
+}
+
+/// Dynamic shared memory of the counting router.
+pub const fn route_count_smem_bytes(experts: u32) -> u32 {
+    4 * (3 * experts + 32)
+}

@@ -235,6 +235,22 @@ fn bench_cmd(args: &[String]) -> Res {
         println!("\n## decode (NVFP4 W4A16, bf16)\n\n{}", bench::decode_table(&all, copy));
         json.push(bench::decode_json(&all, copy));
     }
+    if kind == "prefill" || kind == "all" {
+        let ms: Vec<usize> = if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] };
+        let mut all = Vec::new();
+        for s in bench::SHAPES {
+            let r = bench::prefill(&gpu, &stream, *s, &ms)?;
+            for x in &r {
+                eprintln!(
+                    "  {} M={} prefill {:.0} us decode {:?} us {:.0} TFLOP/s (cuBLAS {:.0})",
+                    x.shape, x.m, x.us, x.decode_us, x.tflops, x.cublas_tflops
+                );
+            }
+            all.extend(r);
+        }
+        println!("\n## prefill (NVFP4 W4A16, bf16, whole layer)\n\n{}", bench::prefill_table(&all));
+        json.push(bench::prefill_json(&all));
+    }
     if kind == "peak" || kind == "w4a4" || kind == "all" {
         let p = bench::peaks(&gpu, &stream)?;
         println!("\n## mma.sync peaks\n\ns8 {:.0} TOPS, s4 {:.0} TOPS, f16 {:.0} TFLOP/s", p.0, p.1, p.2);

@@ -187,6 +187,14 @@ pub unsafe fn atomic_add_u32(p: u64, v: u32) -> u32 {
     old
 }
 
+/// `atomicAdd` on a shared u32; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_add_shared(a: u32, v: u32) -> u32 {
+    let old: u32;
+    asm!("atom.shared.add.u32 {o}, [{a}], {v};", o = out(reg32) old, a = in(reg32) a, v = in(reg32) v, options(nostack));
+    old
+}
+
 /// `cp.async` of 16 bytes global -> shared (L2 only).
 #[inline(always)]
 pub unsafe fn cp_async16(dst: u32, src: u64) {

@@ -1,0 +1,335 @@
+//! `moe_pf1_*`, `moe_pf2_*`: the prefill path's grouped GEMMs (many pairs
+//! per expert), and `moe_route_count`, the router for batches too large for
+//! the decode router's shared-memory sort.
+//!
+//! **Tile.** A block (4 warps) computes 128 weight rows (4 tasks of the
+//! [`crate::tile`] layout, one per warp) x 64 of an expert's pairs; the
+//! weights are the `mma` A operand (as in decode, so prefill reads the same
+//! single copy of the weights), the 64 pairs' activations the B operand.
+//! Per 64-k chunk, a 4-stage `cp.async` ring brings into shared memory the
+//! block's codes (4 x 1 KiB) and scales (4 x 128 B) and the 64 activation
+//! rows (8 KiB, gathered by pair; rows past the expert's pairs are zeros).
+//! Activation row `r`'s 16-byte piece `q` is stored at piece `q ^ (r & 7)`,
+//! so the 16-byte fragment reads of 8 lanes hit 8 different bank groups.
+//!
+//! **Math per chunk and warp:** 8 packed words decoded and scaled (as in
+//! decode), then 4 k-steps x 2 row tiles x 8 column tiles = 64
+//! `mma.m16n8k16`: the decode cost is spread over 8 column tiles.
+//!
+//! **Work.** Tiles = (column group of 64 pairs of an active expert, 128-row
+//! block), counted from the router's group prefix on the device; blocks are
+//! persistent. Epilogues as the decode kernels': FC1 applies the gated
+//! activation and writes h (16-bit), FC2 writes alpha2 x routing weight x
+//! acc to y (f32) for the combine kernel.
+
+use super::arch::*;
+use super::fc::{activation, dequant_step, lane_scales};
+use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
+use crate::params::{FcParams, RouteParams};
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, TASK_ROWS};
+
+/// Pairs per prefill tile (the router's group size for prefill).
+pub const PF_COLS: u32 = crate::launch::PF_COLS;
+const NT: usize = (PF_COLS / 8) as usize;
+const WARPS: u32 = 4;
+const STAGES: u32 = crate::launch::PF_STAGES;
+const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 4 KiB
+const SCALE_BYTES: u32 = WARPS * CHUNK_SCALE_BYTES as u32; // 512 B
+const X_BYTES: u32 = PF_COLS * 2 * KCHUNK as u32; // 8 KiB
+const STAGE_BYTES: u32 = CODE_BYTES + SCALE_BYTES + X_BYTES;
+
+#[inline(always)]
+fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
+    if BF16 {
+        mma_bf16(d, a, b0, b1)
+    } else {
+        mma_f16(d, a, b0, b1)
+    }
+}
+
+#[inline(always)]
+unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
+    let t0 = tid();
+    let (warp, lane) = (t0 / 32, t0 % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let n_active = ldg_u32_coherent(p.n_active);
+    let groups = ldg_u32_coherent(p.n_active + 4);
+    let tpe = p.rows / TASK_ROWS as u32;
+    let tpb = tpe.div_ceil(WARPS); // 128-row blocks per expert
+    let nchunks = p.k / KCHUNK as u32;
+    let tiles = groups * tpb;
+    let base = smem();
+    let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
+
+    let mut tile = bid();
+    while tile < tiles {
+        let (gi, rb) = (tile / tpb, tile % tpb);
+        let (mut lo, mut hi) = (0u32, n_active);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if ldg_u32_coherent(p.active + 16 * mid as u64 + 12) <= gi {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let rec = p.active + 16 * lo as u64;
+        let e = ldg_u32_coherent(rec);
+        let start = ldg_u32_coherent(rec + 4);
+        let count = ldg_u32_coherent(rec + 8);
+        let grp = gi - ldg_u32_coherent(rec + 12);
+        let slot0 = start + grp * PF_COLS;
+        let n_cols = if count - grp * PF_COLS < PF_COLS { count - grp * PF_COLS } else { PF_COLS };
+        // Tasks of this block; warps past the expert's rows only copy.
+        let task0 = rb * WARPS;
+        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
+        let code0 = p.codes + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64;
+        let scale0 = p.scales + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64;
+        // This thread's 4 activation rows (r = t0 / 8 + 16 q), 16-byte piece t0 % 8.
+        let piece = t0 % 8;
+        let mut xrow = [0u64; 4];
+        unroll!(4, |q| {
+            let r = t0 / 8 + 16 * q as u32;
+            if r < n_cols {
+                let slot = slot0 + r;
+                let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+                xrow[q] = p.input + 2 * row as u64 * p.k as u64 + 16 * piece as u64;
+            }
+        });
+
+        let load = |c: u32, stage: u32| {
+            let sb = base + stage * STAGE_BYTES;
+            // Codes: 4 tasks x 1 KiB, 2 x 16 B per thread; scales: 4 x 128 B.
+            unroll!(2, |q| {
+                let idx = t0 + 128 * q as u32; // 16-byte piece of the 4 KiB
+                let task = idx / 64;
+                let valid = task < ntask;
+                let src = code0
+                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_CODE_BYTES as u64
+                    + 16 * (idx % 64) as u64;
+                cp_async16_zfill(sb + 16 * idx, if valid { src } else { p.codes }, valid);
+            });
+            if t0 < 32 {
+                let task = t0 / 8;
+                let valid = task < ntask;
+                let src = scale0
+                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_SCALE_BYTES as u64
+                    + 16 * (t0 % 8) as u64;
+                cp_async16_zfill(sb + CODE_BYTES + 16 * t0, if valid { src } else { p.scales }, valid);
+            }
+            unroll!(4, |q| {
+                let r = t0 / 8 + 16 * q as u32;
+                let valid = xrow[q] != 0;
+                let src = xrow[q] + c as u64 * (2 * KCHUNK) as u64;
+                cp_async16_zfill(
+                    sb + CODE_BYTES + SCALE_BYTES + r * 128 + 16 * (piece ^ (r & 7)),
+                    if valid { src } else { p.input },
+                    valid,
+                );
+            });
+        };
+
+        let mut acc = [[[0f32; 4]; NT]; MTILES];
+        let mut s = 0;
+        while s < STAGES - 1 {
+            if s < nchunks {
+                load(s, s);
+            }
+            cp_async_commit();
+            s += 1;
+        }
+        let mut c = 0;
+        while c < nchunks {
+            cp_async_wait::<{ STAGES - 2 }>();
+            sync();
+            let sb = base + (c % STAGES) * STAGE_BYTES;
+            let next = c + STAGES - 1;
+            if next < nchunks {
+                load(next, next % STAGES);
+            }
+            cp_async_commit();
+            if warp < ntask {
+                let wa = [lds_v4(sb + warp * 1024 + 16 * lane), lds_v4(sb + warp * 1024 + 512 + 16 * lane)];
+                let sc = lane_scales::<BF16>(lds(sb + CODE_BYTES + warp * 128 + 4 * lane));
+                let xb = sb + CODE_BYTES + SCALE_BYTES;
+                unroll!(2, |h| {
+                    // Activation words of steps 2h, 2h+1 for every column tile.
+                    let mut b = [[0u32; 4]; NT];
+                    unroll!(NT, |j| {
+                        let r = 8 * j as u32 + g;
+                        b[j] = lds_v4(xb + r * 128 + 16 * ((2 * t + h as u32) ^ (r & 7)));
+                    });
+                    unroll!(2, |sh| {
+                        let step = 2 * h + sh;
+                        unroll!(MTILES, |mt| {
+                            let a = dequant_step::<BF16>(wa[mt][step], sc[mt][0], sc[mt][1]);
+                            unroll!(NT, |j| mma::<BF16>(&mut acc[mt][j], a, b[j][2 * sh], b[j][2 * sh + 1]));
+                        });
+                    });
+                });
+            }
+            c += 1;
+        }
+        cp_async_wait::<0>();
+        sync();
+        if warp < ntask {
+            let r = task0 + warp;
+            if FC1 {
+                epilogue_fc1::<BF16>(p, &acc, e, r, slot0, n_cols, post);
+            } else {
+                epilogue_fc2(p, &acc, e, r, slot0, n_cols, post);
+            }
+        }
+        tile += gdim();
+    }
+    let _ = KSTEPS;
+}
+
+#[inline(always)]
+unsafe fn epilogue_fc1<const BF16: bool>(
+    p: &FcParams,
+    acc: &[[[f32; 4]; NT]; MTILES],
+    e: u32,
+    r: u32,
+    slot0: u32,
+    n_cols: u32,
+    post: f32,
+) {
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let inter = p.rows / 2;
+    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
+    unroll!(MTILES, |mt| {
+        let ch = 16 * r + 8 * mt as u32 + g;
+        unroll!(NT, |j| {
+            unroll!(2, |u| {
+                let col = 8 * j as u32 + 2 * t + u as u32;
+                if col < n_cols {
+                    let h = activation(p.act, acc[mt][j][u] * ag, acc[mt][j][2 + u] * au, p.limit, p.act_alpha);
+                    stg_u16(p.output + 2 * ((slot0 + col) as u64 * inter as u64 + ch as u64), to_half_bits::<BF16>(h));
+                }
+            })
+        })
+    });
+}
+
+#[inline(always)]
+unsafe fn epilogue_fc2(
+    p: &FcParams,
+    acc: &[[[f32; 4]; NT]; MTILES],
+    e: u32,
+    r: u32,
+    slot0: u32,
+    n_cols: u32,
+    post: f32,
+) {
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    unroll!(NT, |j| {
+        unroll!(2, |u| {
+            let col = 8 * j as u32 + 2 * t + u as u32;
+            if col < n_cols {
+                let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
+                let w = ldg_f32(p.topk_weights + 4 * pair as u64) * a2;
+                let y = p.output + 4 * pair as u64 * p.rows as u64;
+                unroll!(MTILES, |mt| {
+                    let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
+                    stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
+                    stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
+                });
+            }
+        })
+    });
+}
+
+macro_rules! pf_kernels {
+    ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
+        /// Prefill GEMM instance `(FC1?, bf16?)`; see the module docs.
+        ///
+        /// # Safety
+        /// `p` as [`FcParams`] documents, routed with `group = PF_COLS`;
+        /// 128 threads, `PF_STAGES * stage` bytes of dynamic shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
+            prefill::<$fc1, $bf16>(&p)
+        }
+    )*};
+}
+
+pf_kernels! {
+    moe_pf1_bf16: true, true;
+    moe_pf1_f16: true, false;
+    moe_pf2_bf16: false, true;
+    moe_pf2_f16: false, false;
+}
+
+/// Routing for any number of pairs, one block: per-expert counts (shared
+/// atomics), their prefix, then each pair placed at its expert's next free
+/// slot. Within an expert the pairs' order depends on timing, which no
+/// output depends on: every pair's h and y rows are computed from its own
+/// column alone. Writes the same outputs as `moe_route`.
+///
+/// # Safety
+/// As `moe_route`; shared memory `4 * (3 * n_experts + 32)` bytes.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
+    let t = tid();
+    let nt = bdim();
+    let cnt = smem();
+    let start = cnt + 4 * p.n_experts;
+    let cursor = start + 4 * p.n_experts;
+    let scratch = cursor + 4 * p.n_experts;
+    let mut e = t;
+    while e < p.n_experts {
+        sts(cnt + 4 * e, 0);
+        sts(cursor + 4 * e, 0);
+        e += nt;
+    }
+    sync();
+    let mut bad = 0u32;
+    let mut i = t;
+    while i < p.pairs {
+        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
+        if e >= 0 && (e as u32) < p.n_experts {
+            atomic_add_shared(cnt + 4 * e as u32, 1);
+        } else if e != -1 {
+            bad += 1;
+        }
+        i += nt;
+    }
+    if bad != 0 {
+        atomic_add_u32(p.invalid_count, bad);
+    }
+    sync();
+    let e = t;
+    let count = if e < p.n_experts { lds(cnt + 4 * e) } else { 0 };
+    let (first, _) = block_exclusive_sum(count, scratch);
+    let (pos, total) = block_exclusive_sum((count > 0) as u32, scratch);
+    let (gstart, gtotal) = block_exclusive_sum(count.div_ceil(p.group), scratch);
+    if e < p.n_experts {
+        sts(start + 4 * e, first);
+    }
+    if count > 0 {
+        let rec = p.active + 16 * pos as u64;
+        stg_u32(rec, e);
+        stg_u32(rec + 4, first);
+        stg_u32(rec + 8, count);
+        stg_u32(rec + 12, gstart);
+    }
+    if t == 0 {
+        stg_u32(p.n_active, total);
+        stg_u32(p.n_active + 4, gtotal);
+    }
+    sync();
+    let mut i = t;
+    while i < p.pairs {
+        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
+        if e >= 0 && (e as u32) < p.n_experts {
+            let k = atomic_add_shared(cursor + 4 * e as u32, 1);
+            stg_u32(p.sorted_pairs + 4 * (lds(start + 4 * e as u32) + k) as u64, i);
+        }
+        i += nt;
+    }
+}
