@@ -17,7 +17,7 @@ step() { # name, timeout, command...
   timeout "$t" "$@" > "$O/step.log" 2>&1
   local rc=$?
   echo "=== $name: rc=$rc ($(( $(date +%s) - start )) s)" | tee -a "$O/summary.txt"
-  grep -E "^moe4:|test result|FAILED|panicked|mismatch|ERROR SUMMARY|SUMMARY|error" "$O/step.log" | head -120 | tee -a "$O/summary.txt"
+  grep -E "^moe4:|test result|FAILED|panicked|mismatch|SUMMARY|error|relative|integer sums" "$O/step.log" | head -120 | tee -a "$O/summary.txt"
   { echo "=== $name: $*"; cat "$O/step.log"; } >> "$O/all.log"
   [ "$name" = bench ] && cp "$O/step.log" "$O/bench.log"
   rm -f "$O/step.log"
@@ -27,6 +27,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
 step info 60 "$B/moe4" info
 if [ "$what" = all ] || [ "$what" = tests ]; then
   step smoke-cli 120 "$B/moe4" smoke
+  step run-cli 120 "$B/moe4" run
+  step run-w4a4-cli 120 "$B/moe4" run-w4a4 --out "$O/w4a4-out.safetensors"
+  step demo 300 "$B/moe4" demo
   for t in "$B"/test-*; do
     step "$(basename "$t")" 400 "$t" --test-threads=2
   done

@@ -8,8 +8,9 @@
 //! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
 //!                                one MoE layer from a safetensors checkpoint on the GPU;
 //!                                with no checkpoint, writes and runs a small random one
-//! moe4 run-w4a4 --inputs F [--out F]
+//! moe4 run-w4a4 [--inputs F] [--out F]
 //!                                the W4A4 grouped GEMM on tensors from a safetensors file
+//!                                (with no inputs, writes and runs a small random problem)
 //! ```
 //!
 //! `run` inputs: `x` BF16/F16 `[M, H]`, `topk_ids` I32 `[M, k]`,
@@ -441,7 +442,51 @@ fn run_layer(args: &[String]) -> Res {
 }
 
 fn run_w4a4(args: &[String]) -> Res {
-    let inputs = flag(args, "--inputs").ok_or("--inputs is required")?;
+    let generated;
+    let inputs = match flag(args, "--inputs") {
+        Some(i) => i,
+        None => {
+            // A small random problem (ragged experts, one empty), as a file first.
+            let (counts, n, k) = ([5usize, 0, 37, 130], 96usize, 256usize);
+            let rows: usize = counts.iter().sum();
+            let e = counts.len();
+            let mut rng = Rng(3);
+            let x: Vec<u8> = (0..rows * k).flat_map(|_| bf16::from_f32(rng.normal()).to_le_bytes()).collect();
+            let w: Vec<f32> = (0..e * n * k).map(|_| rng.normal() * 0.05).collect();
+            let qb = moe4::quant::quantize_int4_weights(&w, e, n, k)?;
+            let mut off = vec![0i64];
+            for c in counts {
+                off.push(off.last().unwrap() + c as i64);
+            }
+            let p = std::env::temp_dir().join(format!("moe4-w4a4-{}.safetensors", std::process::id()));
+            checkpoint::save_tensors(
+                &p,
+                vec![
+                    ("x".into(), TensorData { dtype: D::BF16, shape: vec![rows, k], data: x }),
+                    ("b".into(), TensorData { dtype: D::U8, shape: vec![e, n, k / 2], data: qb.q }),
+                    (
+                        "s_w".into(),
+                        TensorData {
+                            dtype: D::F32,
+                            shape: vec![e, n],
+                            data: qb.scale.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                        },
+                    ),
+                    (
+                        "offsets".into(),
+                        TensorData {
+                            dtype: D::I64,
+                            shape: vec![e + 1],
+                            data: off.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                        },
+                    ),
+                ],
+            )?;
+            println!("wrote random W4A4 inputs to {}", p.display());
+            generated = p.display().to_string();
+            &generated
+        }
+    };
     let out_path = flag(args, "--out").unwrap_or("w4a4-out.safetensors");
     let inp = Checkpoint::open(inputs)?;
     let b = inp.tensor("b")?;
