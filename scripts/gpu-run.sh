@@ -4,6 +4,9 @@
 #   bash scripts/gpu-run.sh [tests|bench|sanitize|all]   (default: all)
 set -u
 B=${BUNDLE:-.gpu}
+if [ -f "$B/bundle.tar.gz" ]; then
+  mkdir -p /tmp/moe4-bundle && tar xzf "$B/bundle.tar.gz" -C /tmp/moe4-bundle && B=/tmp/moe4-bundle
+fi
 O=${OUT:-gpu-out}
 mkdir -p "$O"
 what=${1:-all}

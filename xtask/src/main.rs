@@ -263,7 +263,14 @@ fn gpu_bundle() -> Result {
     for f in fs::read_dir(&dir).map_err(|e| e.to_string())? {
         let _ = Command::new("strip").arg(f.map_err(|e| e.to_string())?.path()).status();
     }
-    println!("gpu-bundle: .gpu/ holds moe4 and {}", names.join(", "));
+    // Embedded PTX is text: compress the bundle so it travels small.
+    let mut files: Vec<String> = vec!["moe4".into()];
+    files.extend(names.iter().cloned());
+    run(Command::new("tar").current_dir(&dir).arg("czf").arg("bundle.tar.gz").args(&files))?;
+    for f in &files {
+        let _ = fs::remove_file(dir.join(f));
+    }
+    println!("gpu-bundle: .gpu/bundle.tar.gz holds moe4 and {}", names.join(", "));
     Ok(())
 }
 
