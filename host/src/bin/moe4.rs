@@ -306,6 +306,10 @@ fn parse_activation(s: &str) -> Result<Activation, Box<dyn std::error::Error>> {
     })
 }
 
+fn halves<T: moe4::Half>(b: &[u8]) -> Vec<T> {
+    b.chunks(2).map(|c| T::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect()
+}
+
 fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
@@ -384,28 +388,9 @@ fn run_layer(args: &[String]) -> Res {
     let stream = gpu.context().default_stream();
     let w = MoeWeights::new(&gpu, &stream, &layer, act)?;
     let mut ws = Workspace::new(&w, &stream, m.max(1), topk)?;
-    let (idd, twd) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
-    let (xf, out_bytes): (Vec<f32>, Vec<u8>) = match x.dtype() {
-        D::BF16 => {
-            let xv: Vec<bf16> = x.data().chunks(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect();
-            let xd = stream.clone_htod(&xv)?;
-            let mut out = stream.alloc_zeros::<bf16>(m * h)?;
-            w.forward(&mut ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
-            (
-                xv.iter().map(|v| v.to_f32()).collect(),
-                stream.clone_dtoh(&out)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
-        }
-        D::F16 => {
-            let xv: Vec<f16> = x.data().chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect();
-            let xd = stream.clone_htod(&xv)?;
-            let mut out = stream.alloc_zeros::<f16>(m * h)?;
-            w.forward(&mut ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
-            (
-                xv.iter().map(|v| v.to_f32()).collect(),
-                stream.clone_dtoh(&out)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
-        }
+    let (xf, out_bytes) = match x.dtype() {
+        D::BF16 => forward_bytes::<bf16>(&w, &mut ws, &stream, x.data(), &ids, &tw)?,
+        D::F16 => forward_bytes::<f16>(&w, &mut ws, &stream, x.data(), &ids, &tw)?,
         d => return Err(format!("x has dtype {d:?}, expected BF16 or F16").into()),
     };
     let want = moe_layer(&layer, act, &xf, &ids, &tw, m, topk)?;
@@ -439,6 +424,24 @@ fn run_layer(args: &[String]) -> Res {
         prefix, layer.experts(), layer.intermediate(), gpu.name(), gpu.arch().name(), rel(&got, &want)
     );
     Ok(())
+}
+
+/// One forward pass on little-endian 16-bit input bytes: (x as f32, output bytes).
+fn forward_bytes<T: moe4::Half>(
+    w: &MoeWeights,
+    ws: &mut Workspace,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    x: &[u8],
+    ids: &[i32],
+    tw: &[f32],
+) -> Result<(Vec<f32>, Vec<u8>), Box<dyn std::error::Error>> {
+    let xv: Vec<T> = halves(x);
+    let xd = stream.clone_htod(&xv)?;
+    let (idd, twd) = (stream.clone_htod(ids)?, stream.clone_htod(tw)?);
+    let mut out = stream.alloc_zeros::<T>(xv.len())?;
+    w.forward(ws, stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
+    let bytes = stream.clone_dtoh(&out)?.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    Ok((xv.iter().map(|v| v.to_f32()).collect(), bytes))
 }
 
 fn run_w4a4(args: &[String]) -> Res {
@@ -514,27 +517,10 @@ fn run_w4a4(args: &[String]) -> Res {
         let rows = x.shape()[0];
         let mut q = stream.alloc_zeros::<u8>(rows * k / 2)?;
         let mut sa = stream.alloc_zeros::<f32>(rows)?;
+        let (qv, sv) = (&mut q.as_view_mut(), &mut sa.as_view_mut());
         match x.dtype() {
-            D::BF16 => {
-                let xv: Vec<bf16> = x.data().chunks(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect();
-                api.quantize(
-                    &stream,
-                    &stream.clone_htod(&xv)?.as_view(),
-                    k,
-                    &mut q.as_view_mut(),
-                    &mut sa.as_view_mut(),
-                )?;
-            }
-            D::F16 => {
-                let xv: Vec<f16> = x.data().chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect();
-                api.quantize(
-                    &stream,
-                    &stream.clone_htod(&xv)?.as_view(),
-                    k,
-                    &mut q.as_view_mut(),
-                    &mut sa.as_view_mut(),
-                )?;
-            }
+            D::BF16 => api.quantize(&stream, &stream.clone_htod(&halves::<bf16>(x.data()))?.as_view(), k, qv, sv)?,
+            D::F16 => api.quantize(&stream, &stream.clone_htod(&halves::<f16>(x.data()))?.as_view(), k, qv, sv)?,
             d => return Err(format!("x has dtype {d:?}, expected BF16 or F16").into()),
         }
         let (ah, sh) = (stream.clone_dtoh(&q)?, stream.clone_dtoh(&sa)?);

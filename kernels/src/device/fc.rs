@@ -83,8 +83,9 @@ pub fn dequant_step<const BF16: bool>(q: u32, sg: u32, sg8: u32) -> [u32; 4] {
     }
 }
 
+/// `mma.m16n8k16` in the activation's 16-bit format.
 #[inline(always)]
-fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
+pub(super) fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
     if BF16 {
         mma_bf16(d, a, b0, b1)
     } else {
@@ -174,8 +175,33 @@ unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u
     x.c = s * plan.nchunks / plan.split;
     x.c_end = (s + 1) * plan.nchunks / plan.split;
     let (gi, r) = (task / plan.tpe, task % plan.tpe);
-    // The active expert whose groups contain gi: the last with group_start <= gi.
-    let (mut lo, mut hi) = (0u32, plan.n_active);
+    let gsize = 8 * NT as u32;
+    let (e, slot0, n_grp) = group_of(p, plan.n_active, gi, gsize);
+    x.expert = e;
+    x.r = r;
+    x.slot0 = slot0;
+    x.n_grp = n_grp;
+    let tglob = (e * plan.tpe + r) as u64 * plan.nchunks as u64;
+    x.code = p.codes + tglob * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
+    x.scale = p.scales + tglob * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
+    unroll!(NT, |j| {
+        let col = 8 * j as u32 + g;
+        if col < x.n_grp {
+            let slot = x.slot0 + col;
+            let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+            x.brow[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
+        }
+    });
+    x
+}
+
+/// Column group `gi` (of `gsize` pairs) among all active experts' groups:
+/// (expert, first slot, pairs in the group). The routing kernels write
+/// `group_start` as the prefix of each active expert's groups.
+#[inline(always)]
+pub(super) unsafe fn group_of(p: &FcParams, n_active: u32, gi: u32, gsize: u32) -> (u32, u32, u32) {
+    // The last active expert with group_start <= gi.
+    let (mut lo, mut hi) = (0u32, n_active);
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
         if ldg_u32_coherent(p.active + 16 * mid as u64 + 12) <= gi {
@@ -189,23 +215,8 @@ unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u
     let start = ldg_u32_coherent(rec + 4);
     let count = ldg_u32_coherent(rec + 8);
     let grp = gi - ldg_u32_coherent(rec + 12);
-    let gsize = 8 * NT as u32;
-    x.expert = e;
-    x.r = r;
-    x.slot0 = start + grp * gsize;
-    x.n_grp = if count - grp * gsize < gsize { count - grp * gsize } else { gsize };
-    let tglob = (e * plan.tpe + r) as u64 * plan.nchunks as u64;
-    x.code = p.codes + tglob * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
-    x.scale = p.scales + tglob * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
-    unroll!(NT, |j| {
-        let col = 8 * j as u32 + g;
-        if col < x.n_grp {
-            let slot = x.slot0 + col;
-            let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
-            x.brow[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
-        }
-    });
-    x
+    let left = count - grp * gsize;
+    (e, start + grp * gsize, if left < gsize { left } else { gsize })
 }
 
 /// Steps a cursor to its next chunk (and next unit).
@@ -344,8 +355,10 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
     }
 }
 
+/// FC1 epilogue of one warp's 32 rows x `8 NT` pairs: global scales, gated
+/// activation, h `[slot, I]`.
 #[inline(always)]
-unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
+pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
     p: &FcParams,
     acc: &[[[f32; 4]; NT]; MTILES],
     e: u32,
@@ -374,8 +387,10 @@ unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
     });
 }
 
+/// FC2 epilogue of one warp's 32 rows x `8 NT` pairs: alpha2 x routing
+/// weight, y `[pair, H]` (f32).
 #[inline(always)]
-unsafe fn epilogue_fc2<const NT: usize>(
+pub(super) unsafe fn epilogue_fc2<const NT: usize>(
     p: &FcParams,
     acc: &[[[f32; 4]; NT]; MTILES],
     e: u32,

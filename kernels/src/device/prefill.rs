@@ -23,10 +23,10 @@
 //! acc to y (f32) for the combine kernel.
 
 use super::arch::*;
-use super::fc::{activation, dequant_step, lane_scales};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, group_of, lane_scales, mma};
 use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
 use crate::params::{FcParams, RouteParams};
-use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, TASK_ROWS};
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 /// Pairs per prefill tile (the router's group size for prefill).
 pub const PF_COLS: u32 = crate::launch::PF_COLS;
@@ -37,15 +37,6 @@ const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 4 KiB
 const SCALE_BYTES: u32 = WARPS * CHUNK_SCALE_BYTES as u32; // 512 B
 const X_BYTES: u32 = PF_COLS * 2 * KCHUNK as u32; // 8 KiB
 const STAGE_BYTES: u32 = CODE_BYTES + SCALE_BYTES + X_BYTES;
-
-#[inline(always)]
-fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: u32) {
-    if BF16 {
-        mma_bf16(d, a, b0, b1)
-    } else {
-        mma_f16(d, a, b0, b1)
-    }
-}
 
 #[inline(always)]
 unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
@@ -64,22 +55,7 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
     let mut tile = bid();
     while tile < tiles {
         let (gi, rb) = (tile / tpb, tile % tpb);
-        let (mut lo, mut hi) = (0u32, n_active);
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            if ldg_u32_coherent(p.active + 16 * mid as u64 + 12) <= gi {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let rec = p.active + 16 * lo as u64;
-        let e = ldg_u32_coherent(rec);
-        let start = ldg_u32_coherent(rec + 4);
-        let count = ldg_u32_coherent(rec + 8);
-        let grp = gi - ldg_u32_coherent(rec + 12);
-        let slot0 = start + grp * PF_COLS;
-        let n_cols = if count - grp * PF_COLS < PF_COLS { count - grp * PF_COLS } else { PF_COLS };
+        let (e, slot0, n_cols) = group_of(p, n_active, gi, PF_COLS);
         // Tasks of this block; warps past the expert's rows only copy.
         let task0 = rb * WARPS;
         let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
@@ -175,73 +151,13 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
         if warp < ntask {
             let r = task0 + warp;
             if FC1 {
-                epilogue_fc1::<BF16>(p, &acc, e, r, slot0, n_cols, post);
+                epilogue_fc1::<BF16, NT>(p, &acc, e, r, slot0, n_cols, post);
             } else {
-                epilogue_fc2(p, &acc, e, r, slot0, n_cols, post);
+                epilogue_fc2::<NT>(p, &acc, e, r, slot0, n_cols, post);
             }
         }
         tile += gdim();
     }
-    let _ = KSTEPS;
-}
-
-#[inline(always)]
-unsafe fn epilogue_fc1<const BF16: bool>(
-    p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MTILES],
-    e: u32,
-    r: u32,
-    slot0: u32,
-    n_cols: u32,
-    post: f32,
-) {
-    let lane = tid() % 32;
-    let (g, t) = (lane / 4, lane % 4);
-    let inter = p.rows / 2;
-    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
-    unroll!(MTILES, |mt| {
-        let ch = 16 * r + 8 * mt as u32 + g;
-        unroll!(NT, |j| {
-            unroll!(2, |u| {
-                let col = 8 * j as u32 + 2 * t + u as u32;
-                if col < n_cols {
-                    let h = activation(p.act, acc[mt][j][u] * ag, acc[mt][j][2 + u] * au, p.limit, p.act_alpha);
-                    stg_u16(p.output + 2 * ((slot0 + col) as u64 * inter as u64 + ch as u64), to_half_bits::<BF16>(h));
-                }
-            })
-        })
-    });
-}
-
-#[inline(always)]
-unsafe fn epilogue_fc2(
-    p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MTILES],
-    e: u32,
-    r: u32,
-    slot0: u32,
-    n_cols: u32,
-    post: f32,
-) {
-    let lane = tid() % 32;
-    let (g, t) = (lane / 4, lane % 4);
-    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    unroll!(NT, |j| {
-        unroll!(2, |u| {
-            let col = 8 * j as u32 + 2 * t + u as u32;
-            if col < n_cols {
-                let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
-                let w = ldg_f32(p.topk_weights + 4 * pair as u64) * a2;
-                let y = p.output + 4 * pair as u64 * p.rows as u64;
-                unroll!(MTILES, |mt| {
-                    let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
-                    stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
-                    stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
-                });
-            }
-        })
-    });
 }
 
 macro_rules! pf_kernels {
