@@ -36,7 +36,7 @@ pub const MAX_PAIRS: usize = 1 << 20;
 const SORT_PAIRS: usize = 16384;
 /// Mean pairs per active expert from which `forward` takes the prefill
 /// kernels (measured on the H200, see docs/gpu-results.md).
-pub const PREFILL_CROSSOVER: f64 = 32.0;
+pub const PREFILL_CROSSOVER: f64 = 24.0;
 
 /// Which kernels `forward` runs for FC1/FC2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +65,8 @@ pub struct Workspace {
     invalid: CudaSlice<u32>,
     h: CudaSlice<u16>,
     y: CudaSlice<f32>,
+    groups: CudaSlice<u32>,
+    group_rows: CudaSlice<u32>,
     partials: CudaSlice<f32>,
     counters: CudaSlice<u32>,
     part_cap: u32,
@@ -102,8 +104,12 @@ impl Workspace {
             active: stream.alloc_zeros(4 * weights.experts)?,
             n_active: stream.alloc_zeros(2)?,
             invalid: stream.alloc_zeros(1)?,
-            h: stream.alloc_zeros(pairs * weights.inter)?,
+            // Decode h rows are indexed by column-group position: each active
+            // expert's last group may be partly empty (up to 31 unused rows).
+            h: stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?,
             y: stream.alloc_zeros(pairs * weights.hidden)?,
+            groups: stream.alloc_zeros(4 * pairs)?,
+            group_rows: stream.alloc_zeros(pairs + pairs.min(weights.experts) * (PF_COLS as usize - 1))?,
         })
     }
 
@@ -182,6 +188,7 @@ impl MoeWeights {
     ) -> Result<()> {
         let (h, inter, e) = (self.hidden, self.inter, self.experts);
         if ws.experts != e || ws.h.len() < ws.max_tokens * ws.topk * inter || ws.y.len() < ws.max_tokens * ws.topk * h {
+            // (h holds more rows than pairs; see Workspace::new.)
             return Err(unsupported("workspace", "another layer's", "create the Workspace from these weights"));
         }
         if x.len() % h != 0 {
@@ -213,6 +220,8 @@ impl MoeWeights {
         aligned("topk_weights", tw_ptr, 4)?;
         let (partials, _pa) = ws.partials.device_ptr_mut(stream);
         let (counters, _co) = ws.counters.device_ptr_mut(stream);
+        let (groups, _g) = ws.groups.device_ptr_mut(stream);
+        let (group_rows, _gr) = ws.group_rows.device_ptr_mut(stream);
         let (sorted, _s) = ws.sorted_pairs.device_ptr_mut(stream);
         let (active, _a) = ws.active.device_ptr_mut(stream);
         let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
@@ -238,6 +247,10 @@ impl MoeWeights {
             n_experts: e as u32,
             sort_len,
             group: if prefill { PF_COLS } else { 8 * nt as u32 },
+            topk: k as u32,
+            pad: 0,
+            groups,
+            group_rows,
         };
         // SAFETY: the buffers were checked above to hold what RouteParams
         // documents; the shared memory matches each kernel's layout.
@@ -265,6 +278,8 @@ impl MoeWeights {
             act_alpha: alpha,
             partials,
             counters,
+            groups,
+            group_rows,
             part_cap: ws.part_cap,
             ..Default::default()
         };

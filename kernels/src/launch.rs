@@ -30,7 +30,7 @@ pub const fn fc_partial_floats(nt: u32) -> u32 {
 
 /// Dynamic shared memory of the routing kernel.
 pub const fn route_smem_bytes(sort_len: u32, experts: u32) -> u32 {
-    4 * (sort_len + 2 * experts + 32)
+    4 * (sort_len + 3 * experts + 32)
 }
 
 /// Pairs per prefill tile.
@@ -45,5 +45,5 @@ pub const fn pf_smem_bytes() -> u32 {
 
 /// Dynamic shared memory of the counting router.
 pub const fn route_count_smem_bytes(experts: u32) -> u32 {
-    4 * (3 * experts + 32)
+    4 * (4 * experts + 32)
 }

@@ -51,8 +51,18 @@ pub struct RouteParams {
     pub n_experts: u32,
     /// Power of two >= pairs (the sort's length).
     pub sort_len: u32,
-    /// Pairs per column group of the FC kernels (`8 * NT`).
+    /// Pairs per column group of the FC kernels (`8 * NT`, or the prefill
+    /// tile's 64).
     pub group: u32,
+    /// top-k (to turn a pair index into its token row).
+    pub topk: u32,
+    /// Padding.
+    pub pad: u32,
+    /// `u32 [4 * groups]` out: per column group (expert, first slot, pairs, 0).
+    pub groups: u64,
+    /// `u32 [groups * group]` out: per column group and column, the token row
+    /// of the pair there (for the decode FC1's activation loads).
+    pub group_rows: u64,
 }
 
 /// FC1 (x -> h, with the gated activation) or FC2 (h -> y, times alpha2 and
@@ -80,6 +90,10 @@ pub struct FcParams {
     pub n_active: u64,
     /// `f32 [pairs]` routing weights (FC2).
     pub topk_weights: u64,
+    /// From routing: per column group (expert, first slot, pairs, 0).
+    pub groups: u64,
+    /// From routing: token row of each (group, column).
+    pub group_rows: u64,
     /// `f32` split-K partial tiles, `part_cap` units of `32 * 8 * NT` floats.
     pub partials: u64,
     /// `u32 [part_cap]` arrival counters of split tasks (zero between calls).

@@ -42,9 +42,9 @@ use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, T
 /// Warps per block.
 pub const WARPS: u32 = crate::launch::FC_THREADS / 32;
 /// Units per warp the split aims at (more units balance better).
-const UNITS_PER_WARP: u32 = 2;
+const UNITS_PER_WARP: u32 = 1;
 /// Fewest chunks a K-slice gets.
-const MIN_SLICE_CHUNKS: u32 = 2;
+const MIN_SLICE_CHUNKS: u32 = 4;
 
 #[derive(Clone, Copy)]
 struct Stage<const NT: usize> {
@@ -148,6 +148,7 @@ struct Unit<const NT: usize> {
     c_end: u32,
     expert: u32,
     r: u32,
+    gi: u32,
     slot0: u32,
     n_grp: u32,
     code: u64,
@@ -167,7 +168,8 @@ impl<const NT: usize> Unit<NT> {
 unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u: u32) -> Unit<NT> {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let mut x = Unit { u, c: 0, c_end: 0, expert: 0, r: 0, slot0: 0, n_grp: 0, code: 0, scale: 0, brow: [0; NT] };
+    let mut x =
+        Unit { u, c: 0, c_end: 0, expert: 0, r: 0, gi: 0, slot0: 0, n_grp: 0, code: 0, scale: 0, brow: [0; NT] };
     if u >= plan.units {
         return x;
     }
@@ -176,47 +178,28 @@ unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u
     x.c_end = (s + 1) * plan.nchunks / plan.split;
     let (gi, r) = (task / plan.tpe, task % plan.tpe);
     let gsize = 8 * NT as u32;
-    let (e, slot0, n_grp) = group_of(p, plan.n_active, gi, gsize);
+    // Two independent loads: the group record (expert, first slot, pairs)
+    // and this lane's column rows (u32::MAX past the group's last pair).
+    let rec = p.groups + 16 * gi as u64;
+    let e = ldg_u32_coherent(rec);
+    x.slot0 = ldg_u32_coherent(rec + 4);
+    x.n_grp = ldg_u32_coherent(rec + 8);
+    x.gi = gi;
     x.expert = e;
     x.r = r;
-    x.slot0 = slot0;
-    x.n_grp = n_grp;
     let tglob = (e * plan.tpe + r) as u64 * plan.nchunks as u64;
     x.code = p.codes + tglob * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
     x.scale = p.scales + tglob * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
     unroll!(NT, |j| {
         let col = 8 * j as u32 + g;
-        if col < x.n_grp {
-            let slot = x.slot0 + col;
-            let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+        let tok = ldg_u32_coherent(p.group_rows + 4 * (gi * gsize + col) as u64);
+        if tok != u32::MAX {
+            // FC1 reads the pair's token row of x; FC2 the group's h row.
+            let row = if FC1 { tok } else { gi * gsize + col };
             x.brow[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
         }
     });
     x
-}
-
-/// Column group `gi` (of `gsize` pairs) among all active experts' groups:
-/// (expert, first slot, pairs in the group). The routing kernels write
-/// `group_start` as the prefix of each active expert's groups.
-#[inline(always)]
-pub(super) unsafe fn group_of(p: &FcParams, n_active: u32, gi: u32, gsize: u32) -> (u32, u32, u32) {
-    // The last active expert with group_start <= gi.
-    let (mut lo, mut hi) = (0u32, n_active);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        if ldg_u32_coherent(p.active + 16 * mid as u64 + 12) <= gi {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let rec = p.active + 16 * lo as u64;
-    let e = ldg_u32_coherent(rec);
-    let start = ldg_u32_coherent(rec + 4);
-    let count = ldg_u32_coherent(rec + 8);
-    let grp = gi - ldg_u32_coherent(rec + 12);
-    let left = count - grp * gsize;
-    (e, start + grp * gsize, if left < gsize { left } else { gsize })
 }
 
 /// Steps a cursor to its next chunk (and next unit).
@@ -349,21 +332,22 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
         }
     }
     if FC1 {
-        epilogue_fc1::<BF16, NT>(p, acc, x.expert, x.r, x.slot0, x.n_grp, post);
+        epilogue_fc1::<BF16, NT>(p, acc, x.expert, x.r, x.gi * 8 * NT as u32, x.n_grp, post);
     } else {
         epilogue_fc2::<NT>(p, acc, x.expert, x.r, x.slot0, x.n_grp, post);
     }
 }
 
 /// FC1 epilogue of one warp's 32 rows x `8 NT` pairs: global scales, gated
-/// activation, h `[slot, I]`.
+/// activation, h rows `hrow0 + column` (decode: the group's position;
+/// prefill: the slot).
 #[inline(always)]
 pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
     p: &FcParams,
     acc: &[[[f32; 4]; NT]; MTILES],
     e: u32,
     r: u32,
-    slot0: u32,
+    hrow0: u32,
     n_grp: u32,
     post: f32,
 ) {
@@ -379,8 +363,8 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
                 let col = 8 * j as u32 + 2 * t + u as u32;
                 if col < n_grp {
                     let h = activation(p.act, acc[mt][j][u] * ag, acc[mt][j][2 + u] * au, p.limit, p.act_alpha);
-                    let slot = (slot0 + col) as u64;
-                    stg_u16(p.output + 2 * (slot * inter as u64 + ch as u64), to_half_bits::<BF16>(h));
+                    let row = (hrow0 + col) as u64;
+                    stg_u16(p.output + 2 * (row * inter as u64 + ch as u64), to_half_bits::<BF16>(h));
                 }
             })
         })

@@ -23,7 +23,8 @@
 //! acc to y (f32) for the combine kernel.
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, group_of, lane_scales, mma};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales, mma};
+use super::route::write_group_entry;
 use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
 use crate::params::{FcParams, RouteParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
@@ -43,7 +44,6 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let n_active = ldg_u32_coherent(p.n_active);
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
     let tpb = tpe.div_ceil(WARPS); // 128-row blocks per expert
@@ -55,7 +55,8 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
     let mut tile = bid();
     while tile < tiles {
         let (gi, rb) = (tile / tpb, tile % tpb);
-        let (e, slot0, n_cols) = group_of(p, n_active, gi, PF_COLS);
+        let rec = p.groups + 16 * gi as u64;
+        let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
         // Tasks of this block; warps past the expert's rows only copy.
         let task0 = rb * WARPS;
         let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
@@ -188,7 +189,7 @@ pf_kernels! {
 /// column alone. Writes the same outputs as `moe_route`.
 ///
 /// # Safety
-/// As `moe_route`; shared memory `4 * (3 * n_experts + 32)` bytes.
+/// As `moe_route`; shared memory `4 * (4 * n_experts + 32)` bytes.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
     let t = tid();
@@ -196,7 +197,8 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
     let cnt = smem();
     let start = cnt + 4 * p.n_experts;
     let cursor = start + 4 * p.n_experts;
-    let scratch = cursor + 4 * p.n_experts;
+    let gfirst = cursor + 4 * p.n_experts;
+    let scratch = gfirst + 4 * p.n_experts;
     let mut e = t;
     while e < p.n_experts {
         sts(cnt + 4 * e, 0);
@@ -226,6 +228,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
     let (gstart, gtotal) = block_exclusive_sum(count.div_ceil(p.group), scratch);
     if e < p.n_experts {
         sts(start + 4 * e, first);
+        sts(gfirst + 4 * e, gstart);
     }
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
@@ -243,8 +246,13 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
     while i < p.pairs {
         let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
         if e >= 0 && (e as u32) < p.n_experts {
-            let k = atomic_add_shared(cursor + 4 * e as u32, 1);
-            stg_u32(p.sorted_pairs + 4 * (lds(start + 4 * e as u32) + k) as u64, i);
+            let e = e as u32;
+            let k = atomic_add_shared(cursor + 4 * e, 1);
+            let first = lds(start + 4 * e);
+            let slot = first + k;
+            stg_u32(p.sorted_pairs + 4 * slot as u64, i);
+            let end = first + lds(cnt + 4 * e);
+            write_group_entry(&p, slot, first, lds(gfirst + 4 * e), e, i, end);
         }
         i += nt;
     }

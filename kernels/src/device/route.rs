@@ -12,8 +12,8 @@
 //! expert's pairs `group` at a time), their number and the total groups. Nothing is read or written out of bounds,
 //! whatever the ids hold.
 //!
-//! Shared memory: `sort_len` keys, `2 * E` words of segment bounds, 32 words
-//! of scan scratch. Launch: 1 block of 1024 threads.
+//! Shared memory: `sort_len` keys, `3 * E` words of segment bounds and group
+//! prefixes, 32 words of scan scratch. Launch: 1 block of 1024 threads.
 
 use super::arch::*;
 use crate::params::RouteParams;
@@ -24,7 +24,7 @@ const INVALID: u32 = u32::MAX;
 ///
 /// # Safety
 /// `p` must describe device buffers of the sizes its docs give, and the
-/// block must have `4 * (sort_len + 2 * n_experts + 32)` bytes of dynamic
+/// block must have `4 * (sort_len + 3 * n_experts + 32)` bytes of dynamic
 /// shared memory.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
@@ -33,7 +33,8 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     let keys = smem();
     let seg_start = keys + 4 * p.sort_len;
     let seg_count = seg_start + 4 * p.n_experts;
-    let scratch = seg_count + 4 * p.n_experts;
+    let gfirst = seg_count + 4 * p.n_experts;
+    let scratch = gfirst + 4 * p.n_experts;
 
     // 1. Keys, and the count of out-of-range ids.
     let mut bad = 0u32;
@@ -121,6 +122,9 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     let count = if e < p.n_experts { lds(seg_count + 4 * e) } else { 0 };
     let (pos, total) = block_exclusive_sum((count > 0) as u32, scratch);
     let (gstart, gtotal) = block_exclusive_sum(count.div_ceil(p.group), scratch);
+    if e < p.n_experts {
+        sts(gfirst + 4 * e, gstart);
+    }
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
         stg_u32(rec, e);
@@ -131,5 +135,50 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     if t == 0 {
         stg_u32(p.n_active, total);
         stg_u32(p.n_active + 4, gtotal);
+    }
+    sync();
+    // 5. The column-group tables, one slot per thread.
+    let mut i = t;
+    while i < p.pairs {
+        let key = lds(keys + 4 * i);
+        if key != INVALID {
+            let e = key >> 16;
+            let first = lds(seg_start + 4 * e);
+            let end = first + lds(seg_count + 4 * e);
+            write_group_entry(&p, i, first, lds(gfirst + 4 * e), e, key & 0xFFFF, end);
+        }
+        i += nt;
+    }
+}
+
+/// Writes slot `i`'s entry of the column-group tables: the token row of its
+/// pair, and (for a group's first slot) the group record and `u32::MAX` in
+/// the group's columns past its last pair (the FC kernels skip those).
+#[inline(always)]
+pub(super) unsafe fn write_group_entry(
+    p: &RouteParams,
+    i: u32,
+    first: u32,
+    gstart: u32,
+    e: u32,
+    pair: u32,
+    end_hint: u32,
+) {
+    let pos = i - first;
+    let (g, col) = (pos / p.group, pos % p.group);
+    let gi = gstart + g;
+    stg_u32(p.group_rows + 4 * (gi * p.group + col) as u64, pair / p.topk);
+    if col == 0 {
+        let rec = p.groups + 16 * gi as u64;
+        let n = if end_hint - i < p.group { end_hint - i } else { p.group };
+        stg_u32(rec, e);
+        stg_u32(rec + 4, i);
+        stg_u32(rec + 8, n);
+        stg_u32(rec + 12, 0);
+        let mut c = n;
+        while c < p.group {
+            stg_u32(p.group_rows + 4 * (gi * p.group + c) as u64, u32::MAX);
+            c += 1;
+        }
     }
 }
