@@ -24,8 +24,8 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_partial_floats, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_PARTIALS_PER_WARP, FC_THREADS,
-    PF_COLS, ROUTE_THREADS,
+    fc_partial_floats, fc_smem_bytes, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_PARTIALS_PER_WARP,
+    FC_THREADS, PF_COLS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -90,7 +90,7 @@ impl Workspace {
         }
         // Split-K scratch: a few partial tiles per resident warp of the
         // FC kernel with the most resident warps, at the widest column tile.
-        let warps = weights.gpu.resident_blocks("moe_fc2_bf16_nt1", FC_THREADS, 0)? * (FC_THREADS / 32);
+        let warps = weights.gpu.resident_blocks("moe_fc2_bf16_nt1", FC_THREADS, fc_smem_bytes(1))? * (FC_THREADS / 32);
         let part_cap = FC_PARTIALS_PER_WARP * warps;
         Ok(Workspace {
             partials: stream.alloc_zeros(part_cap as usize * fc_partial_floats(4) as usize)?,
@@ -307,7 +307,7 @@ impl MoeWeights {
         let (n1, n2, fc_smem) = if prefill {
             (format!("moe_pf1_{}", T::NAME), format!("moe_pf2_{}", T::NAME), pf_smem_bytes())
         } else {
-            (format!("moe_fc1_{}_nt{nt}", T::NAME), format!("moe_fc2_{}_nt{nt}", T::NAME), 0)
+            (format!("moe_fc1_{}_nt{nt}", T::NAME), format!("moe_fc2_{}_nt{nt}", T::NAME), fc_smem_bytes(nt as u32))
         };
         let grid1 = gpu.resident_blocks(&n1, FC_THREADS, fc_smem)?;
         let grid2 = gpu.resident_blocks(&n2, FC_THREADS, fc_smem)?;

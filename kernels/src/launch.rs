@@ -21,6 +21,12 @@ pub const fn gemm_smem_bytes(bm: u32) -> u32 {
     GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
 }
 
+/// Dynamic shared memory of an FC kernel with `nt` column tiles (its
+/// block-per-task path sums 3 warps' partial tiles there).
+pub const fn fc_smem_bytes(nt: u32) -> u32 {
+    4 * 3 * 32 * 8 * nt
+}
+
 /// Split-K partial units the FC kernels may use per resident warp.
 pub const FC_PARTIALS_PER_WARP: u32 = 3;
 /// f32 values of one partial unit of an FC kernel with `nt` column tiles.

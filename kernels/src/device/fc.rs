@@ -2,7 +2,10 @@
 //! decode path (few tokens per expert, bandwidth-bound).
 //!
 //! **Work.** A *task* is (active expert, column group of up to `8 * NT` of
-//! its pairs, 32 weight rows); a *unit* is one of `S` K-slices of a task.
+//! its pairs, 32 weight rows). With fewer tasks than warps in the grid (small
+//! batches), a block takes a task and its 4 warps split K, summing their
+//! partial tiles in shared memory ([`fc_block`]). Otherwise a *unit* is one
+//! of `S` K-slices of a task (`S = 1` unless the partial buffer is needed).
 //! Every warp works on its own: warp `w` of the grid takes units `w, w + W,
 //! ...` (W = warps in the grid), streaming the chunks of all its units as
 //! one sequence, so the loads of the next unit are in flight while the last
@@ -41,6 +44,7 @@ use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, T
 
 /// Warps per block.
 pub const WARPS: u32 = crate::launch::FC_THREADS / 32;
+
 /// Units per warp the split aims at (more units balance better).
 const UNITS_PER_WARP: u32 = 1;
 /// Fewest chunks a K-slice gets.
@@ -230,7 +234,7 @@ unsafe fn load_stage<const NT: usize>(x: &Unit<NT>) -> Stage<NT> {
 }
 
 #[inline(always)]
-unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize>(p: &FcParams) {
+unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize, const DB: usize>(p: &FcParams) {
     let lane = tid() % 32;
     let gw = bid() * WARPS + tid() / 32;
     let nw = gdim() * WARPS;
@@ -242,8 +246,12 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize>
     if tasks == 0 {
         return;
     }
-    // K-slices per task: enough units for every warp, slices of at least
-    // MIN_SLICE_CHUNKS chunks, and no more than the partial buffer holds.
+    if tasks < nw {
+        // Fewer tasks than warps: a block per task, its warps splitting K
+        // and summing through shared memory (no global round trips).
+        return fc_block::<FC1, BF16, NT, DB>(p, tasks, tpe, nchunks);
+    }
+    // K-slices per task (used when the block path is off; see the module docs).
     let mut split = 1;
     if tasks < nw && tasks <= p.part_cap {
         split = (UNITS_PER_WARP * nw).div_ceil(tasks);
@@ -279,6 +287,80 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize>
                 advance::<FC1, NT>(p, &plan, &mut cc);
             }
         });
+    }
+}
+
+/// Block-per-task schedule: block `b` takes tasks `b, b + grid, ...`; warp
+/// `w` takes chunks `w, w + 4, ...` of the task's K, `D` in flight; the four
+/// partial tiles are summed in shared memory and warp 0 runs the epilogue.
+#[inline(always)]
+unsafe fn fc_block<const FC1: bool, const BF16: bool, const NT: usize, const D: usize>(
+    p: &FcParams,
+    tasks: u32,
+    tpe: u32,
+    nchunks: u32,
+) {
+    let (warp, lane) = (tid() / 32, tid() % 32);
+    let n_my = if warp < nchunks { (nchunks - warp).div_ceil(WARPS) } else { 0 };
+    let nacc = (MTILES * NT * 4) as u32;
+    let red = smem();
+    let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
+    // A one-unit-per-task plan, so `unit_at` describes the whole task.
+    let mut task = bid();
+    while task < tasks {
+        let plan = Plan { n_active: 0, tpe, nchunks, split: 1, units: tasks, nw: 0 };
+        let mut x = unit_at::<FC1, NT>(p, &plan, task);
+        let nt_active = x.n_grp.div_ceil(8);
+        let mut acc = [[[0f32; 4]; NT]; MTILES];
+        let mut ring = [Stage::<NT>::ZERO; D];
+        unroll!(D, |d| {
+            if (d as u32) < n_my {
+                x.c = warp + WARPS * d as u32;
+                ring[d] = load_stage(&x);
+            }
+        });
+        let mut i = 0;
+        while i < n_my {
+            unroll!(D, |d| {
+                let idx = i + d as u32;
+                if idx < n_my {
+                    let st = ring[d];
+                    if idx + (D as u32) < n_my {
+                        x.c = warp + WARPS * (idx + D as u32);
+                        ring[d] = load_stage(&x);
+                    }
+                    compute::<BF16, NT>(&mut acc, &st, nt_active);
+                }
+            });
+            i += D as u32;
+        }
+        // Sum the warps' partial tiles: [warp-1][accumulator][lane].
+        let at =
+            |w: u32, mt: usize, j: usize, c: usize| red + 4 * ((w * nacc + ((mt * NT + j) * 4 + c) as u32) * 32 + lane);
+        if warp != 0 {
+            unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| sts(at(warp - 1, mt, j, c), acc[mt][j][c].to_bits()))));
+        }
+        sync();
+        if warp == 0 {
+            unroll!(MTILES, |mt| {
+                unroll!(NT, |j| {
+                    unroll!(4, |c| {
+                        let mut w = 0;
+                        while w < WARPS - 1 {
+                            acc[mt][j][c] += f32::from_bits(lds(at(w, mt, j, c)));
+                            w += 1;
+                        }
+                    })
+                })
+            });
+            if FC1 {
+                epilogue_fc1::<BF16, NT>(p, &acc, x.expert, x.r, x.gi * 8 * NT as u32, x.n_grp, post);
+            } else {
+                epilogue_fc2::<NT>(p, &acc, x.expert, x.r, x.slot0, x.n_grp, post);
+            }
+        }
+        sync();
+        task += gdim();
     }
 }
 
@@ -404,31 +486,32 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
 }
 
 macro_rules! fc_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $d:literal;)*) => {$(
-        /// FC kernel instance `(FC1?, bf16?, column tiles, pipeline depth)`.
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $d:literal, $db:literal;)*) => {$(
+        /// FC kernel instance `(FC1?, bf16?, column tiles, pipeline depth of
+        /// the warp path, of the block path)`.
         ///
         /// # Safety
         /// `p` must describe device buffers as [`FcParams`] documents, from
         /// a routing run over the same ids with `group = 8 * NT`; 128
-        /// threads per block, no shared memory.
+        /// threads per block, `fc_smem_bytes(NT)` of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            fc::<$fc1, $bf16, $nt, $d>(&p)
+            fc::<$fc1, $bf16, $nt, $d, $db>(&p)
         }
     )*};
 }
 
 fc_kernels! {
-    moe_fc1_bf16_nt1: true, true, 1, 4;
-    moe_fc1_bf16_nt2: true, true, 2, 3;
-    moe_fc1_bf16_nt4: true, true, 4, 2;
-    moe_fc1_f16_nt1: true, false, 1, 4;
-    moe_fc1_f16_nt2: true, false, 2, 3;
-    moe_fc1_f16_nt4: true, false, 4, 2;
-    moe_fc2_bf16_nt1: false, true, 1, 4;
-    moe_fc2_bf16_nt2: false, true, 2, 3;
-    moe_fc2_bf16_nt4: false, true, 4, 2;
-    moe_fc2_f16_nt1: false, false, 1, 4;
-    moe_fc2_f16_nt2: false, false, 2, 3;
-    moe_fc2_f16_nt4: false, false, 4, 2;
+    moe_fc1_bf16_nt1: true, true, 1, 4, 3;
+    moe_fc1_bf16_nt2: true, true, 2, 3, 2;
+    moe_fc1_bf16_nt4: true, true, 4, 2, 2;
+    moe_fc1_f16_nt1: true, false, 1, 4, 3;
+    moe_fc1_f16_nt2: true, false, 2, 3, 2;
+    moe_fc1_f16_nt4: true, false, 4, 2, 2;
+    moe_fc2_bf16_nt1: false, true, 1, 4, 3;
+    moe_fc2_bf16_nt2: false, true, 2, 3, 2;
+    moe_fc2_bf16_nt4: false, true, 4, 2, 2;
+    moe_fc2_f16_nt1: false, false, 1, 4, 3;
+    moe_fc2_f16_nt2: false, false, 2, 3, 2;
+    moe_fc2_f16_nt4: false, false, 4, 2, 2;
 }
