@@ -24,8 +24,7 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_partial_floats, fc_smem_bytes, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_PARTIALS_PER_WARP,
-    FC_THREADS, PF_COLS, ROUTE_THREADS,
+    fc_smem_bytes, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_THREADS, PF_COLS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -67,9 +66,6 @@ pub struct Workspace {
     y: CudaSlice<f32>,
     groups: CudaSlice<u32>,
     group_rows: CudaSlice<u32>,
-    partials: CudaSlice<f32>,
-    counters: CudaSlice<u32>,
-    part_cap: u32,
     path: ForwardPath,
 }
 
@@ -88,14 +84,7 @@ impl Workspace {
                 format!("one call routes at most {MAX_PAIRS} (token, expert) pairs"),
             ));
         }
-        // Split-K scratch: a few partial tiles per resident warp of the
-        // FC kernel with the most resident warps, at the widest column tile.
-        let warps = weights.gpu.resident_blocks("moe_fc2_bf16_nt1", FC_THREADS, fc_smem_bytes(1))? * (FC_THREADS / 32);
-        let part_cap = FC_PARTIALS_PER_WARP * warps;
         Ok(Workspace {
-            partials: stream.alloc_zeros(part_cap as usize * fc_partial_floats(4) as usize)?,
-            counters: stream.alloc_zeros(part_cap as usize)?,
-            part_cap,
             path: ForwardPath::Auto,
             max_tokens: max_tokens.max(1),
             topk,
@@ -218,8 +207,6 @@ impl MoeWeights {
         aligned("out", out_ptr, 8)?;
         aligned("topk_ids", ids_ptr, 4)?;
         aligned("topk_weights", tw_ptr, 4)?;
-        let (partials, _pa) = ws.partials.device_ptr_mut(stream);
-        let (counters, _co) = ws.counters.device_ptr_mut(stream);
         let (groups, _g) = ws.groups.device_ptr_mut(stream);
         let (group_rows, _gr) = ws.group_rows.device_ptr_mut(stream);
         let (sorted, _s) = ws.sorted_pairs.device_ptr_mut(stream);
@@ -276,11 +263,8 @@ impl MoeWeights {
             act: kind as u32,
             limit,
             act_alpha: alpha,
-            partials,
-            counters,
             groups,
             group_rows,
-            part_cap: ws.part_cap,
             ..Default::default()
         };
         let fc1 = FcParams {

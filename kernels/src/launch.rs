@@ -27,13 +27,6 @@ pub const fn fc_smem_bytes(nt: u32) -> u32 {
     4 * 3 * 32 * 8 * nt
 }
 
-/// Split-K partial units the FC kernels may use per resident warp.
-pub const FC_PARTIALS_PER_WARP: u32 = 3;
-/// f32 values of one partial unit of an FC kernel with `nt` column tiles.
-pub const fn fc_partial_floats(nt: u32) -> u32 {
-    32 * 8 * nt
-}
-
 /// Dynamic shared memory of the routing kernel.
 pub const fn route_smem_bytes(sort_len: u32, experts: u32) -> u32 {
     4 * (sort_len + 3 * experts + 32)

@@ -94,10 +94,6 @@ pub struct FcParams {
     pub groups: u64,
     /// From routing: token row of each (group, column).
     pub group_rows: u64,
-    /// `f32` split-K partial tiles, `part_cap` units of `32 * 8 * NT` floats.
-    pub partials: u64,
-    /// `u32 [part_cap]` arrival counters of split tasks (zero between calls).
-    pub counters: u64,
     /// Reduction length (FC1: H, FC2: I).
     pub k: u32,
     /// Weight rows (FC1: 2I, FC2: H).
@@ -110,10 +106,8 @@ pub struct FcParams {
     pub limit: f32,
     /// GPT-OSS sigmoid alpha.
     pub act_alpha: f32,
-    /// Capacity of `partials` (units) and `counters` (tasks).
-    pub part_cap: u32,
     /// Padding.
-    pub pad: u32,
+    pub pad: [u32; 2],
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

@@ -101,29 +101,6 @@ pub unsafe fn ldg_v4(p: u64) -> [u32; 4] {
         p = in(reg64) p, options(nostack, readonly, pure));
     [x, y, z, w]
 }
-/// 16-byte load that bypasses L1 (sees other blocks' writes of this launch
-/// after a fence).
-#[inline(always)]
-pub unsafe fn ldg_cg_v4(p: u64) -> [u32; 4] {
-    let (x, y, z, w): (u32, u32, u32, u32);
-    asm!("ld.global.cg.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
-        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
-        p = in(reg64) p, options(nostack, readonly));
-    [x, y, z, w]
-}
-/// 4-byte load that bypasses L1.
-#[inline(always)]
-pub unsafe fn ldg_cg_u32(p: u64) -> u32 {
-    let v: u32;
-    asm!("ld.global.cg.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly));
-    v
-}
-/// A device-scope memory fence (`fence.acq_rel.gpu`).
-#[inline(always)]
-pub unsafe fn fence_gpu() {
-    asm!("fence.acq_rel.gpu;", options(nostack));
-}
-
 /// 4-byte read-only load.
 #[inline(always)]
 pub unsafe fn ldg_u32(p: u64) -> u32 {

@@ -2,22 +2,17 @@
 //! decode path (few tokens per expert, bandwidth-bound).
 //!
 //! **Work.** A *task* is (active expert, column group of up to `8 * NT` of
-//! its pairs, 32 weight rows). With fewer tasks than warps in the grid (small
-//! batches), a block takes a task and its 4 warps split K, summing their
-//! partial tiles in shared memory ([`fc_block`]). Otherwise a *unit* is one
-//! of `S` K-slices of a task (`S = 1` unless the partial buffer is needed).
-//! Every warp works on its own: warp `w` of the grid takes units `w, w + W,
-//! ...` (W = warps in the grid), streaming the chunks of all its units as
-//! one sequence, so the loads of the next unit are in flight while the last
-//! chunks of this one are computed (a register ring `D` chunks deep). Blocks
-//! never synchronize. `S` is chosen on the device from the number of tasks
-//! (read from the routing output): enough units for every warp, whatever M.
-//!
-//! **Split K, deterministic.** With `S > 1`, each unit writes its partial
-//! 16x8 tiles to `partials`, fences, and bumps the task's counter; the
-//! warp that arrives last sums the `S` partials in slice order (so the
-//! result is the same bits whichever warp finishes last), runs the
-//! epilogue, and sets the counter back to 0 for the next call.
+//! its pairs, 32 weight rows); the number of tasks is read on the device
+//! from the routing output, so nothing waits for the host. Two schedules,
+//! chosen per launch on the device:
+//! - fewer tasks than warps in the grid (small batches): a block takes a
+//!   task and its 4 warps split K, summing their partial tiles in shared
+//!   memory in a fixed order ([`fc_block`]);
+//! - otherwise every warp works alone: warp `w` takes tasks `w, w + W, ...`
+//!   (W = warps in the grid), streaming the chunks of all its tasks as one
+//!   sequence, so the next task's loads are in flight while the last chunks
+//!   of this one are computed (a register ring `D` chunks deep); blocks
+//!   never synchronize.
 //!
 //! **What a lane loads per chunk** (see [`crate::tile`]): 2 x 16 bytes of
 //! codes (its rows `g`, `g + 8` of both 16-row tiles, k `16t..16t+16`), 4
@@ -44,11 +39,6 @@ use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, T
 
 /// Warps per block.
 pub const WARPS: u32 = crate::launch::FC_THREADS / 32;
-
-/// Units per warp the split aims at (more units balance better).
-const UNITS_PER_WARP: u32 = 1;
-/// Fewest chunks a K-slice gets.
-const MIN_SLICE_CHUNKS: u32 = 4;
 
 #[derive(Clone, Copy)]
 struct Stage<const NT: usize> {
@@ -136,15 +126,14 @@ pub fn activation(kind: u32, g: f32, u: f32, limit: f32, alpha: f32) -> f32 {
 /// The grid-wide plan, the same in every warp.
 #[derive(Clone, Copy)]
 struct Plan {
-    n_active: u32,
     tpe: u32,
     nchunks: u32,
-    split: u32,
-    units: u32,
+    tasks: u32,
     nw: u32,
 }
 
-/// One unit: where its weights and activations are, and what it outputs.
+/// One task as a cursor over its chunks: where its weights and activations
+/// are, and what it outputs.
 #[derive(Clone, Copy)]
 struct Unit<const NT: usize> {
     u: u32,
@@ -163,24 +152,22 @@ struct Unit<const NT: usize> {
 impl<const NT: usize> Unit<NT> {
     #[inline(always)]
     fn valid(&self, plan: &Plan) -> bool {
-        self.u < plan.units
+        self.u < plan.tasks
     }
 }
 
-/// Fills in unit `u` (or marks it past the end).
+/// Fills in task `u` (or marks it past the end).
 #[inline(always)]
 unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u: u32) -> Unit<NT> {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let mut x =
         Unit { u, c: 0, c_end: 0, expert: 0, r: 0, gi: 0, slot0: 0, n_grp: 0, code: 0, scale: 0, brow: [0; NT] };
-    if u >= plan.units {
+    if u >= plan.tasks {
         return x;
     }
-    let (task, s) = (u / plan.split, u % plan.split);
-    x.c = s * plan.nchunks / plan.split;
-    x.c_end = (s + 1) * plan.nchunks / plan.split;
-    let (gi, r) = (task / plan.tpe, task % plan.tpe);
+    x.c_end = plan.nchunks;
+    let (gi, r) = (u / plan.tpe, u % plan.tpe);
     let gsize = 8 * NT as u32;
     // Two independent loads: the group record (expert, first slot, pairs)
     // and this lane's column rows (u32::MAX past the group's last pair).
@@ -206,7 +193,7 @@ unsafe fn unit_at<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, u
     x
 }
 
-/// Steps a cursor to its next chunk (and next unit).
+/// Steps a cursor to its next chunk (and next task).
 #[inline(always)]
 unsafe fn advance<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, x: &mut Unit<NT>) {
     x.c += 1;
@@ -235,10 +222,8 @@ unsafe fn load_stage<const NT: usize>(x: &Unit<NT>) -> Stage<NT> {
 
 #[inline(always)]
 unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize, const DB: usize>(p: &FcParams) {
-    let lane = tid() % 32;
     let gw = bid() * WARPS + tid() / 32;
     let nw = gdim() * WARPS;
-    let n_active = ldg_u32_coherent(p.n_active);
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
     let nchunks = p.k / KCHUNK as u32;
@@ -248,16 +233,10 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize,
     }
     if tasks < nw {
         // Fewer tasks than warps: a block per task, its warps splitting K
-        // and summing through shared memory (no global round trips).
+        // and summing through shared memory.
         return fc_block::<FC1, BF16, NT, DB>(p, tasks, tpe, nchunks);
     }
-    // K-slices per task (used when the block path is off; see the module docs).
-    let mut split = 1;
-    if tasks < nw && tasks <= p.part_cap {
-        split = (UNITS_PER_WARP * nw).div_ceil(tasks);
-        split = split.min((nchunks / MIN_SLICE_CHUNKS).max(1)).min(p.part_cap / tasks).max(1);
-    }
-    let plan = Plan { n_active, tpe, nchunks, split, units: tasks * split, nw };
+    let plan = Plan { tpe, nchunks, tasks, nw };
     let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
 
     let mut pf = unit_at::<FC1, NT>(p, &plan, gw);
@@ -281,7 +260,11 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const D: usize,
                 let nt_active = cc.n_grp.div_ceil(8);
                 compute::<BF16, NT>(&mut acc, &st, nt_active);
                 if cc.c + 1 >= cc.c_end {
-                    finish::<FC1, BF16, NT>(p, &plan, &cc, &mut acc, post, lane);
+                    if FC1 {
+                        epilogue_fc1::<BF16, NT>(p, &acc, cc.expert, cc.r, cc.gi * 8 * NT as u32, cc.n_grp, post);
+                    } else {
+                        epilogue_fc2::<NT>(p, &acc, cc.expert, cc.r, cc.slot0, cc.n_grp, post);
+                    }
                     acc = [[[0f32; 4]; NT]; MTILES];
                 }
                 advance::<FC1, NT>(p, &plan, &mut cc);
@@ -305,10 +288,9 @@ unsafe fn fc_block<const FC1: bool, const BF16: bool, const NT: usize, const D: 
     let nacc = (MTILES * NT * 4) as u32;
     let red = smem();
     let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
-    // A one-unit-per-task plan, so `unit_at` describes the whole task.
     let mut task = bid();
     while task < tasks {
-        let plan = Plan { n_active: 0, tpe, nchunks, split: 1, units: tasks, nw: 0 };
+        let plan = Plan { tpe, nchunks, tasks, nw: 0 };
         let mut x = unit_at::<FC1, NT>(p, &plan, task);
         let nt_active = x.n_grp.div_ceil(8);
         let mut acc = [[[0f32; 4]; NT]; MTILES];
@@ -361,62 +343,6 @@ unsafe fn fc_block<const FC1: bool, const BF16: bool, const NT: usize, const D: 
         }
         sync();
         task += gdim();
-    }
-}
-
-/// End of a unit: the epilogue directly (no split), or the partial tile and,
-/// for the last of the task's slices to arrive, the ordered sum + epilogue.
-#[inline(always)]
-unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
-    p: &FcParams,
-    plan: &Plan,
-    x: &Unit<NT>,
-    acc: &mut [[[f32; 4]; NT]; MTILES],
-    post: f32,
-    lane: u32,
-) {
-    if plan.split > 1 {
-        let nacc = (MTILES * NT * 4) as u64;
-        let task = x.u / plan.split;
-        let at = |unit: u32, q: u64| p.partials + 4 * ((unit as u64 * nacc + q) * 32 + lane as u64);
-        unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| stg_u32(
-            at(x.u, ((mt * NT + j) * 4 + c) as u64),
-            acc[mt][j][c].to_bits()
-        ))));
-        fence_gpu();
-        let mut old = 0;
-        if lane == 0 {
-            old = atomic_add_u32(p.counters + 4 * task as u64, 1);
-        }
-        old = shfl_idx(old, 0);
-        if old + 1 != plan.split {
-            return;
-        }
-        fence_gpu();
-        // Last to arrive: sum the slices in order, from memory (this one's too).
-        *acc = [[[0f32; 4]; NT]; MTILES];
-        let mut k = 0;
-        while k < plan.split {
-            let unit = task * plan.split + k;
-            unroll!(MTILES, |mt| {
-                unroll!(NT, |j| {
-                    let q = ((mt * NT + j) * 4) as u64;
-                    unroll!(4, |c| {
-                        let v = ldg_cg_u32(at(unit, q + c as u64));
-                        acc[mt][j][c] += f32::from_bits(v);
-                    })
-                })
-            });
-            k += 1;
-        }
-        if lane == 0 {
-            stg_u32(p.counters + 4 * task as u64, 0);
-        }
-    }
-    if FC1 {
-        epilogue_fc1::<BF16, NT>(p, acc, x.expert, x.r, x.gi * 8 * NT as u32, x.n_grp, post);
-    } else {
-        epilogue_fc2::<NT>(p, acc, x.expert, x.r, x.slot0, x.n_grp, post);
     }
 }
 
