@@ -166,6 +166,12 @@ impl MoeWeights {
     /// expert; other out-of-range ids are skipped and counted),
     /// `topk_weights [M, k]` (f32), `out [M, H]`, all on the GPU, `M` taken
     /// from `x`. Launches on `stream` and returns without waiting.
+    ///
+    /// Accumulation is f32; the gated activation `h` between FC1 and FC2 is
+    /// stored in the activation's 16-bit type (as vLLM and FlashInfer do), so
+    /// with f16 activations an `h` beyond ±65504 becomes ±inf; y is summed
+    /// over k in f32 and rounded once. `x` must be 16-byte aligned, `out`
+    /// 8-byte aligned.
     pub fn forward<T: Half>(
         &self,
         ws: &mut Workspace,
