@@ -248,13 +248,13 @@ impl Checkpoint {
         };
         let w13 =
             Nvfp4Weight { experts: e, rows: two_i, k: h, codes: c13, scales: s13, global_scale: per_half(&g13, 0) };
-        let w2 = Nvfp4Weight { experts: e, rows: h, k: i, codes: c2, scales: s2, global_scale: g2[..e].to_vec() };
         if g2.len() != e {
             return Err(ckpt_err(
                 &format!("{prefix}.w2_weight_scale_2"),
                 format!("has {} values, expected [{e}]", g2.len()),
             ));
         }
+        let w2 = Nvfp4Weight { experts: e, rows: h, k: i, codes: c2, scales: s2, global_scale: g2 };
         let mut moe = Nvfp4Moe::from_w13(&w13, order, w2)?;
         if g13.len() == 2 * e {
             // [E, 2]: column 0 belongs to the first half of the rows in this

@@ -183,7 +183,6 @@ impl MoeWeights {
     ) -> Result<()> {
         let (h, inter, e) = (self.hidden, self.inter, self.experts);
         if ws.experts != e || ws.h.len() < ws.max_tokens * ws.topk * inter || ws.y.len() < ws.max_tokens * ws.topk * h {
-            // (h holds more rows than pairs; see Workspace::new.)
             return Err(unsupported("workspace", "another layer's", "create the Workspace from these weights"));
         }
         if x.len() % h != 0 {
