@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Runs every GPU test and benchmark from a bundle made by `cargo xtask
-# gpu-bundle` (no Rust needed on the GPU machine). Logs go to $OUT (or ./gpu-out).
-#   bash scripts/gpu-run.sh [tests|bench|sanitize|all]   (default: all)
+# Runs the GPU tests and benchmarks from a bundle made by `cargo xtask
+# gpu-bundle` (no Rust needed on the GPU machine). Logs go to $OUT (or
+# ./gpu-out): summary.txt (the GPU, one line per step plus the key
+# figures), all.log (everything, bench tables included), bench-*.json.
+#   bash scripts/gpu-run.sh [PART...]   (default: all)
+# PART: tests | sanitize | tune | decode | prefill | w4a4 | bench (= decode
+# prefill w4a4) | all (= tests sanitize bench)
 set -u
 B=${BUNDLE:-.gpu}
 if [ -f "$B/bundle.tar.gz" ]; then
@@ -9,7 +13,10 @@ if [ -f "$B/bundle.tar.gz" ]; then
 fi
 O=${OUT:-gpu-out}
 mkdir -p "$O"
-what=${1:-all}
+parts=" ${*:-all} "
+parts=${parts// all / tests sanitize bench }
+parts=${parts// bench / decode prefill w4a4 }
+want() { [[ "$parts" == *" $1 "* ]]; }
 export MOE4_REQUIRE_GPU=1
 export RUST_BACKTRACE=1
 status=0
@@ -20,24 +27,25 @@ step() { # name, timeout, command...
   timeout "$t" "$@" > "$O/step.log" 2>&1
   local rc=$?
   echo "=== $name: rc=$rc ($(( $(date +%s) - start )) s)" | tee -a "$O/summary.txt"
-  grep -E "^moe4:|test result|FAILED|panicked|mismatch|SUMMARY|error|relative|integer sums" "$O/step.log" | head -120 | tee -a "$O/summary.txt"
+  grep -E "^moe4:|test result|FAILED|panicked|mismatch|SUMMARY|error|relative|integer sums" "$O/step.log" | head -150 | tee -a "$O/summary.txt"
   { echo "=== $name: $*"; cat "$O/step.log"; } >> "$O/all.log"
-  [ "$name" = bench ] && cp "$O/step.log" "$O/bench.log"
   rm -f "$O/step.log"
   [ $rc -eq 0 ] || status=1
+  # A step that ran out of time has likely hung the GPU: stop here.
+  if [ $rc -eq 124 ]; then echo "=== stopping: $name timed out" | tee -a "$O/summary.txt"; exit 1; fi
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$O/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv | tee -a "$O/summary.txt"
 step info 60 "$B/moe4" info
-if [ "$what" = all ] || [ "$what" = tests ]; then
+if want tests; then
   step smoke-cli 120 "$B/moe4" smoke
-  step run-cli 120 "$B/moe4" run
-  step run-w4a4-cli 120 "$B/moe4" run-w4a4 --out "$O/w4a4-out.safetensors"
+  step run-cli 60 "$B/moe4" run
+  step run-w4a4-cli 120 "$B/moe4" run-w4a4 --out /tmp/w4a4-out.safetensors
   step demo 300 "$B/moe4" demo
   for t in "$B"/test-*; do
-    step "$(basename "$t")" 400 "$t" --test-threads=2
+    step "$(basename "$t")" 240 "$t" --test-threads=2
   done
 fi
-if [ "$what" = all ] || [ "$what" = sanitize ]; then
+if want sanitize; then
   S=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$S" ]; then
     step memcheck-decode 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-decode" sanitizer_case
@@ -47,8 +55,9 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     echo "compute-sanitizer not found" | tee -a "$O/summary.txt"; status=1
   fi
 fi
-if [ "$what" = all ] || [ "$what" = bench ]; then
-  step bench 540 "$B/moe4" bench all --json "$O/bench.json"
-  sed -n '/^# moe4 bench/,$p' "$O/bench.log" > "$O/bench.md"
-fi
+for k in tune decode prefill w4a4; do
+  if want $k; then
+    step bench-$k 300 "$B/moe4" bench $k --json "$O/bench-$k.json"
+  fi
+done
 exit $status

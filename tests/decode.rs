@@ -209,3 +209,36 @@ fn sanitizer_case() {
     c.ids[5] = 77;
     check::<bf16>(&w, &mut ws, &s, &c);
 }
+
+/// Every kernel variant the benchmark compares computes the same layer:
+/// without programmatic launch, deeper pipelines, forced column-tile
+/// counts (several groups per expert, partly empty tiles).
+#[test]
+fn tuning_variants_against_the_reference() {
+    let Some(gpu) = gpu("tuning_variants_against_the_reference") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(4242);
+    let (e, h, i, topk) = (8, 640, 384, 4);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, 40, topk).unwrap();
+    let d = moe4::Tuning::defaults(&gpu);
+    let variants = [
+        ("no PDL", moe4::Tuning { pdl: false, ..d }),
+        ("6 slots", moe4::Tuning { fc_stages: Some(6), ..d }),
+        ("8 slots", moe4::Tuning { fc_stages: Some(8), ..d }),
+        ("NT=1", moe4::Tuning { nt: Some(1), ..d }),
+        ("NT=2", moe4::Tuning { nt: Some(2), ..d }),
+        ("NT=4", moe4::Tuning { nt: Some(4), ..d }),
+    ];
+    for (label, t) in variants {
+        for m in [1, 5, 40] {
+            *ws.tuning_mut() = t;
+            let c = case(&mut rng, &layer, &format!("variant {label}"), m, topk);
+            if t.fc_stages.is_some() && m * topk > 6 * e {
+                continue; // the deeper pipelines exist for one column tile only
+            }
+            check::<bf16>(&w, &mut ws, &s, &c);
+        }
+    }
+}

@@ -16,6 +16,7 @@ use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::reference::Activation;
 use crate::weights::MoeWeights;
+use crate::moe::Tuning;
 use crate::{GemmArgs, Workspace, W4A4};
 use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
@@ -152,10 +153,26 @@ pub fn decode(
     ms: &[usize],
     copy_gbps: f64,
 ) -> Result<Vec<DecodeResult>> {
+    let r = decode_variants(gpu, stream, shape, ms, copy_gbps, &[("default", None)])?;
+    Ok(r.into_iter().filter_map(|(_, x)| x).collect())
+}
+
+/// Times the decode layer for `shape` at each `m` under each tuning
+/// (`None` = the defaults); a variant that does not exist for a point
+/// (e.g. a pipeline depth built only for one column tile) gives `None`.
+pub fn decode_variants(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    ms: &[usize],
+    copy_gbps: f64,
+    tunings: &[(&'static str, Option<Tuning>)],
+) -> Result<Vec<(&'static str, Option<DecodeResult>)>> {
     let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
     let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 7)?;
     let max_m = *ms.iter().max().unwrap_or(&1);
     let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    let defaults = *ws.tuning_mut();
     let mut rng = Lcg(12345);
     let x_host: Vec<bf16> =
         (0..max_m * shape.h).map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0)).collect();
@@ -190,25 +207,105 @@ pub fn decode(
         }
         bytes /= calls as f64;
         let xv = x.slice(..m * shape.h);
-        // Eager run first (loads the kernels, checks for errors).
-        for (ids, tw) in &bufs {
-            let mut ov = out.slice_mut(..m * shape.h);
-            w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
+        for &(label, tuning) in tunings {
+            *ws.tuning_mut() = tuning.unwrap_or(defaults);
+            // Eager run first (loads the kernels, checks for errors); a
+            // variant without kernels for this point is skipped.
+            let mut eager = || -> Result<()> {
+                for (ids, tw) in &bufs {
+                    let mut ov = out.slice_mut(..m * shape.h);
+                    w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
+                }
+                stream.synchronize()?;
+                Ok(())
+            };
+            if tuning.is_some() && eager().is_err() {
+                results.push((label, None));
+                continue;
+            } else if tuning.is_none() {
+                eager()?;
+            }
+            stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            for (ids, tw) in &bufs {
+                let mut ov = out.slice_mut(..m * shape.h);
+                w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
+            }
+            let graph =
+                stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?.expect("captured graph");
+            let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
+            let ms_per_graph = time_ms(stream, 2, reps, || Ok(graph.launch()?))?;
+            let us = ms_per_graph * 1e3 / calls as f64;
+            let gbps = bytes / (us * 1e-6) / 1e9;
+            results
+                .push((label, Some(DecodeResult { shape: shape.name, m, us, bytes, gbps, of_copy: gbps / copy_gbps })));
         }
-        stream.synchronize()?;
-        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        for (ids, tw) in &bufs {
-            let mut ov = out.slice_mut(..m * shape.h);
-            w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
-        }
-        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?.expect("captured graph");
-        let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
-        let ms_per_graph = time_ms(stream, 2, reps, || Ok(graph.launch()?))?;
-        let us = ms_per_graph * 1e3 / calls as f64;
-        let gbps = bytes / (us * 1e-6) / 1e9;
-        results.push(DecodeResult { shape: shape.name, m, us, bytes, gbps, of_copy: gbps / copy_gbps });
+        *ws.tuning_mut() = defaults;
     }
     Ok(results)
+}
+
+/// The decode variants `moe4 bench tune` compares, against the defaults
+/// `d`: without programmatic launch, other pipeline depths, loads only,
+/// the first 1/2/3 launches alone (route, + FC1, + FC2), two column tiles.
+pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
+    vec![
+        ("default", None),
+        ("no PDL", Some(Tuning { pdl: false, ..d })),
+        ("6 slots", Some(Tuning { fc_stages: Some(6), ..d })),
+        ("8 slots", Some(Tuning { fc_stages: Some(8), ..d })),
+        ("loads only", Some(Tuning { load_only: true, ..d })),
+        ("route", Some(Tuning { launches: 1, ..d })),
+        ("route+FC1", Some(Tuning { launches: 2, ..d })),
+        ("route+FC1+FC2", Some(Tuning { launches: 3, ..d })),
+        ("NT=2", Some(Tuning { nt: Some(2), ..d })),
+    ]
+}
+
+/// Formats `moe4 bench tune` results: one row per (shape, M), one column
+/// per variant (µs, and the fraction of copy bandwidth).
+pub fn tune_table(r: &[(&'static str, Option<DecodeResult>)], labels: &[&str]) -> String {
+    let mut s = String::from("| shape | M |");
+    for l in labels {
+        let _ = write!(s, " {l} |");
+    }
+    s.push_str("\n|---|---:|");
+    for _ in labels {
+        s.push_str("---:|");
+    }
+    s.push('\n');
+    let mut i = 0;
+    while i < r.len() {
+        let first = r[i..].iter().find_map(|(_, x)| x.as_ref());
+        let (name, m) = first.map(|x| (x.shape, x.m)).unwrap_or(("?", 0));
+        let _ = write!(s, "| {name} | {m} |");
+        for (_, x) in r[i..].iter().take(labels.len()) {
+            match x {
+                Some(x) => {
+                    let _ = write!(s, " {:.1} ({:.2}) |", x.us, x.of_copy);
+                }
+                None => s.push_str(" - |"),
+            }
+        }
+        s.push('\n');
+        i += labels.len();
+    }
+    s
+}
+
+/// JSON of `moe4 bench tune` results.
+pub fn tune_json(r: &[(&'static str, Option<DecodeResult>)], copy_gbps: f64) -> String {
+    let rows: Vec<String> = r
+        .iter()
+        .filter_map(|(l, x)| {
+            x.as_ref().map(|x| {
+                format!(
+                    "{{\"variant\":\"{l}\",\"shape\":\"{}\",\"m\":{},\"us\":{:.3},\"of_copy\":{:.4}}}",
+                    x.shape, x.m, x.us, x.of_copy
+                )
+            })
+        })
+        .collect();
+    format!("{{\"copy_gbps\":{copy_gbps:.1},\"tune\":[{}]}}", rows.join(","))
 }
 
 /// Tensor-core peaks in TOPS: (s8 m16n8k32, s4 m16n8k64, f16 m16n8k16).

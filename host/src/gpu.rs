@@ -155,6 +155,72 @@ impl Gpu {
         Ok(())
     }
 
+    /// True where moe4's layer kernels may be launched as programmatic
+    /// dependents of the kernel before them (Hopper and newer, with a build
+    /// whose kernels call `griddepcontrol.wait`: not the sm_89 one).
+    pub fn programmatic_launch(&self) -> bool {
+        self.arch != Arch::Sm89 && self.ctx.compute_capability().map(|(major, _)| major >= 9).unwrap_or(false)
+    }
+
+    /// [`Gpu::launch`], as a programmatic dependent of the previous kernel
+    /// in `stream` when `pdl` is true: the kernel may start while that one
+    /// is still running and must wait for it (`griddepcontrol.wait`) before
+    /// touching memory it reads or writes. Captured into CUDA graphs as a
+    /// programmatic edge.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`]; with `pdl`, the kernel must call
+    /// `griddepcontrol.wait` before it reads or writes anything a previous
+    /// kernel may still be using.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn launch_dependent<P: Copy>(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        smem: u32,
+        params: P,
+        pdl: bool,
+    ) -> Result<()> {
+        if !pdl {
+            return self.launch(stream, name, grid, threads, smem, params);
+        }
+        if smem > self.max_smem {
+            return Err(crate::error::unsupported(
+                format!("shared memory of {name}"),
+                smem,
+                format!("this GPU allows at most {} bytes per block", self.max_smem),
+            ));
+        }
+        let f = self.func(name)?;
+        self.ctx.bind_to_thread()?;
+        let mut p = params;
+        let mut args = [&mut p as *mut P as *mut std::ffi::c_void];
+        // SAFETY: an all-zero launch attribute is a valid (empty) value;
+        // id and value are set next.
+        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.max(1),
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: `args` points at one by-value parameter struct, which is
+        // what every moe4 kernel takes; the function belongs to this
+        // context, bound above; the caller vouches for the addresses.
+        sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()).result()?;
+        Ok(())
+    }
+
     /// Launches a kernel whose parameters are separate scalars/pointers
     /// (the smoke and peak kernels).
     ///

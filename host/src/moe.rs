@@ -24,7 +24,8 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_THREADS, PF_COLS, ROUTE_THREADS,
+    fc_smem_bytes, fc_stages, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_THREADS, PF_COLS,
+    ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -67,6 +68,36 @@ pub struct Workspace {
     groups: CudaSlice<u32>,
     group_rows: CudaSlice<u32>,
     path: ForwardPath,
+    tuning: Tuning,
+}
+
+/// Knobs the benchmark turns to compare kernel variants in one run; the
+/// defaults are what `forward` is meant to run.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Launch the layer's kernels as programmatic dependents (Hopper+).
+    pub pdl: bool,
+    /// Pipeline slots per warp of the decode FC kernels (`None`: the
+    /// default of each column-tile count; other depths exist only for bf16
+    /// with one column tile).
+    pub fc_stages: Option<u32>,
+    /// Run the decode FC kernels' loads-only variant (wrong results; bf16,
+    /// one column tile, default depth): the memory side alone.
+    pub load_only: bool,
+    /// Column tiles of the decode FC kernels (`None`: from the mean pairs
+    /// per expert).
+    pub nt: Option<usize>,
+    /// Stop after this many of the four launches (route, FC1, FC2,
+    /// combine): 4 = the whole layer.
+    pub launches: u32,
+}
+
+impl Tuning {
+    /// What `forward` runs on `gpu` unless told otherwise.
+    pub fn defaults(gpu: &crate::Gpu) -> Tuning {
+        Tuning { pdl: gpu.programmatic_launch(), fc_stages: None, load_only: false, nt: None, launches: 4 }
+    }
 }
 
 impl Workspace {
@@ -86,6 +117,7 @@ impl Workspace {
         }
         Ok(Workspace {
             path: ForwardPath::Auto,
+            tuning: Tuning::defaults(&weights.gpu),
             max_tokens: max_tokens.max(1),
             topk,
             experts: weights.experts,
@@ -120,6 +152,12 @@ impl Workspace {
     /// Chooses the FC kernels (default [`ForwardPath::Auto`]).
     pub fn set_path(&mut self, path: ForwardPath) {
         self.path = path;
+    }
+
+    /// The benchmark's kernel-variant knobs.
+    #[doc(hidden)]
+    pub fn tuning_mut(&mut self) -> &mut Tuning {
+        &mut self.tuning
     }
 
     /// Sets the out-of-range id counter back to zero.
@@ -203,7 +241,17 @@ impl MoeWeights {
         if m == 0 {
             return Ok(());
         }
+        // The FC kernels count (column group, 32-row task) pairs in u32.
+        let tasks_max = (m * k) as u64 * (2 * inter).max(h).div_ceil(32) as u64;
+        if tasks_max >= 1 << 31 {
+            return Err(unsupported(
+                "M x top-k x max(2I, H) / 32",
+                tasks_max,
+                "must stay below 2^31 (split the call into smaller batches)",
+            ));
+        }
         let gpu = &self.gpu;
+        let tune = ws.tuning;
         let (x_ptr, _x) = x.device_ptr(stream);
         let (ids_ptr, _i) = topk_ids.device_ptr(stream);
         let (tw_ptr, _t) = topk_weights.device_ptr(stream);
@@ -222,7 +270,7 @@ impl MoeWeights {
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
         let sort_len = pairs.next_power_of_two();
-        let nt = column_tiles(m * k, e);
+        let nt = ws.tuning.nt.unwrap_or_else(|| column_tiles(m * k, e));
         let mean = (m * k) as f64 / e.min(m * k).max(1) as f64;
         let prefill = match ws.path {
             ForwardPath::Auto => mean >= PREFILL_CROSSOVER,
@@ -248,10 +296,15 @@ impl MoeWeights {
         // documents; the shared memory matches each kernel's layout.
         unsafe {
             if m * k <= SORT_PAIRS {
-                gpu.launch(stream, "moe_route", 1, ROUTE_THREADS, route_smem_bytes(sort_len, e as u32), route)?;
+                let smem = route_smem_bytes(sort_len, e as u32);
+                gpu.launch_dependent(stream, "moe_route", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
             } else {
-                gpu.launch(stream, "moe_route_count", 1, ROUTE_THREADS, route_count_smem_bytes(e as u32), route)?;
+                let smem = route_count_smem_bytes(e as u32);
+                gpu.launch_dependent(stream, "moe_route_count", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
             }
+        }
+        if tune.launches <= 1 {
+            return Ok(());
         }
 
         let (kind, limit, alpha) = act_params(self.activation);
@@ -296,15 +349,33 @@ impl MoeWeights {
         let (n1, n2, fc_smem) = if prefill {
             (format!("moe_pf1_{}", T::NAME), format!("moe_pf2_{}", T::NAME), pf_smem_bytes())
         } else {
-            (format!("moe_fc1_{}_nt{nt}", T::NAME), format!("moe_fc2_{}_nt{nt}", T::NAME), fc_smem_bytes(nt as u32))
+            let stages = tune.fc_stages.unwrap_or(fc_stages(nt as u32));
+            let suffix = if tune.load_only {
+                "_ld".to_string()
+            } else if stages == fc_stages(nt as u32) {
+                String::new()
+            } else {
+                format!("_s{stages}")
+            };
+            (
+                format!("moe_fc1_{}_nt{nt}{suffix}", T::NAME),
+                format!("moe_fc2_{}_nt{nt}{suffix}", T::NAME),
+                fc_smem_bytes(nt as u32, stages),
+            )
         };
         let grid1 = gpu.resident_blocks(&n1, FC_THREADS, fc_smem)?;
         let grid2 = gpu.resident_blocks(&n2, FC_THREADS, fc_smem)?;
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
         // rows; x/out/ids/weights lengths were checked.
         unsafe {
-            gpu.launch(stream, &n1, grid1, FC_THREADS, fc_smem, fc1)?;
-            gpu.launch(stream, &n2, grid2, FC_THREADS, fc_smem, fc2)?;
+            gpu.launch_dependent(stream, &n1, grid1, FC_THREADS, fc_smem, fc1, tune.pdl)?;
+            if tune.launches <= 2 {
+                return Ok(());
+            }
+            gpu.launch_dependent(stream, &n2, grid2, FC_THREADS, fc_smem, fc2, tune.pdl)?;
+        }
+        if tune.launches <= 3 {
+            return Ok(());
         }
         let comb = CombineParams {
             y: ybuf,
@@ -318,7 +389,7 @@ impl MoeWeights {
         let threads = 256u32;
         let grid = ((m * h / 4) as u32).div_ceil(threads);
         // SAFETY: y holds m*k rows of H; out holds m*H.
-        unsafe { gpu.launch(stream, &format!("moe_combine_{}", T::NAME), grid, threads, 0, comb)? };
+        unsafe { gpu.launch_dependent(stream, &format!("moe_combine_{}", T::NAME), grid, threads, 0, comb, tune.pdl)? };
         Ok(())
     }
 }

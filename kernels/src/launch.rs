@@ -21,9 +21,33 @@ pub const fn gemm_smem_bytes(bm: u32) -> u32 {
     GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
 }
 
-/// Dynamic shared memory of an FC kernel with `nt` column tiles (its
-/// block-per-task path sums 3 warps' partial tiles there).
-pub const fn fc_smem_bytes(nt: u32) -> u32 {
+/// Bytes of one decode pipeline slot of one warp, `nt` column tiles: a
+/// chunk's codes (1 KiB), its scales (128 B) and its activations (`nt` KiB),
+/// each lane's pieces where that lane reads them back.
+pub const fn fc_slot_bytes(nt: u32) -> u32 {
+    1024 + 128 + 1024 * nt
+}
+
+/// Default pipeline depth (slots per warp) of the decode FC kernels with
+/// `nt` column tiles: as deep as lets 20 warps (NT = 1, 2) or 12 (NT = 4)
+/// stay resident per SM in 228 KiB of shared memory.
+pub const fn fc_stages(nt: u32) -> u32 {
+    if nt == 1 {
+        4
+    } else {
+        3
+    }
+}
+
+/// Dynamic shared memory of an FC kernel with `nt` column tiles and
+/// `stages` slots per warp: the block path's reduction area (3 warps'
+/// partial tiles), then each warp's ring of slots.
+pub const fn fc_smem_bytes(nt: u32, stages: u32) -> u32 {
+    fc_red_bytes(nt) + (FC_THREADS / 32) * stages * fc_slot_bytes(nt)
+}
+
+/// The reduction area at the start of an FC kernel's shared memory.
+pub const fn fc_red_bytes(nt: u32) -> u32 {
     4 * 3 * 32 * 8 * nt
 }
 

@@ -3,7 +3,7 @@
 //! ```text
 //! moe4 demo                      quantize a random Qwen3-30B-A3B layer, report its error
 //! moe4 smoke                     single-instruction GPU checks against the CPU
-//! moe4 bench <decode|w4a4|peak|all> [--quick] [--json FILE]
+//! moe4 bench <decode|prefill|w4a4|peak|tune|all> [--quick] [--json FILE]
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
 //! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
 //!                                one MoE layer from a safetensors checkpoint on the GPU;
@@ -235,6 +235,35 @@ fn bench_cmd(args: &[String]) -> Res {
         }
         println!("\n## decode (NVFP4 W4A16, bf16)\n\n{}", bench::decode_table(&all, copy));
         json.push(bench::decode_json(&all, copy));
+    }
+    if kind == "tune" {
+        // Decode variants on a few points: what each design choice buys.
+        let copy = bench::copy_bandwidth(&stream)?;
+        let points: &[(&str, &[usize])] = &[
+            ("Qwen3-30B-A3B", &[1, 16, 64]),
+            ("DeepSeek-V3", &[1, 16, 64]),
+            ("GPT-OSS-120B", &[16]),
+            ("Mixtral-8x7B", &[8, 64]),
+        ];
+        let mut all = Vec::new();
+        let mut labels = Vec::new();
+        for (name, ms) in points {
+            let s = bench::SHAPES.iter().find(|s| s.name == *name).expect("shape");
+            let variants = bench::tune_variants(moe4::Tuning::defaults(&gpu));
+            labels = variants.iter().map(|v| v.0).collect();
+            let r = bench::decode_variants(&gpu, &stream, *s, ms, copy, &variants)?;
+            for (l, x) in &r {
+                if let Some(x) = x {
+                    eprintln!("  {} M={} [{l}] {:.1} us ({:.2})", x.shape, x.m, x.us, x.of_copy);
+                }
+            }
+            all.extend(r);
+        }
+        println!(
+            "\n## decode variants (µs per layer, fraction of copy BW {copy:.0} GB/s)\n\n{}",
+            bench::tune_table(&all, &labels)
+        );
+        json.push(bench::tune_json(&all, copy));
     }
     if kind == "prefill" || kind == "all" {
         let ms: Vec<usize> = if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] };

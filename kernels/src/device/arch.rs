@@ -183,6 +183,17 @@ pub unsafe fn cp_async16_zfill(dst: u32, src: u64, valid: bool) {
     let n: u32 = if valid { 16 } else { 0 };
     asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) n, options(nostack));
 }
+/// `cp.async` of 4 bytes global -> shared, through L1 (`.ca`).
+#[inline(always)]
+pub unsafe fn cp_async4(dst: u32, src: u64) {
+    asm!("cp.async.ca.shared.global [{d}], [{s}], 4;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
+}
+/// `cp.async` of 16 bytes through L1 (`.ca`: data other warps of the block
+/// read too).
+#[inline(always)]
+pub unsafe fn cp_async16_ca(dst: u32, src: u64) {
+    asm!("cp.async.ca.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
+}
 /// Closes the current `cp.async` group.
 #[inline(always)]
 pub unsafe fn cp_async_commit() {
@@ -192,6 +203,56 @@ pub unsafe fn cp_async_commit() {
 #[inline(always)]
 pub unsafe fn cp_async_wait<const N: u32>() {
     asm!("cp.async.wait_group {n};", n = const N, options(nostack));
+}
+
+/// [`cp_async_wait`] with a count known only after monomorphization (a
+/// const generic expression): `n` must fold to a constant 0..=7.
+#[inline(always)]
+pub unsafe fn cp_async_wait_dyn(n: u32) {
+    match n {
+        0 => cp_async_wait::<0>(),
+        1 => cp_async_wait::<1>(),
+        2 => cp_async_wait::<2>(),
+        3 => cp_async_wait::<3>(),
+        4 => cp_async_wait::<4>(),
+        5 => cp_async_wait::<5>(),
+        6 => cp_async_wait::<6>(),
+        _ => cp_async_wait::<7>(),
+    }
+}
+
+/// Programmatic dependent launch, consumer side: waits until the grids this
+/// one depends on have completed and their writes are visible. Every moe4
+/// kernel launched with the programmatic-serialization attribute calls it
+/// before touching memory a predecessor writes or reads. A no-op when the
+/// launch had no such dependency, and on sm_89 (no `griddepcontrol`).
+#[inline(always)]
+pub fn griddep_wait() {
+    #[cfg(not(moe4_arch = "sm_89"))]
+    // SAFETY: a scheduling barrier; it touches no memory itself (and is a
+    // compiler memory barrier, so no access moves across it).
+    unsafe {
+        asm!("griddepcontrol.wait;", options(nostack))
+    };
+}
+/// Programmatic dependent launch, producer side: lets the next kernel in
+/// the stream start launching (its blocks then wait in [`griddep_wait`]).
+#[inline(always)]
+pub fn griddep_launch_dependents() {
+    #[cfg(not(moe4_arch = "sm_89"))]
+    // SAFETY: only a scheduling hint.
+    unsafe {
+        asm!("griddepcontrol.launch_dependents;", options(nostack))
+    };
+}
+/// Asks L2 to fetch `bytes` (a multiple of 16) from `p` (16-byte aligned);
+/// nothing on sm_89.
+#[inline(always)]
+pub unsafe fn prefetch_l2_bulk(p: u64, bytes: u32) {
+    #[cfg(not(moe4_arch = "sm_89"))]
+    asm!("cp.async.bulk.prefetch.L2.global [{p}], {n};", p = in(reg64) p, n = in(reg32) bytes, options(nostack));
+    #[cfg(moe4_arch = "sm_89")]
+    let _ = (p, bytes);
 }
 
 /// Two E4M3 (low 16 bits of `x`, element 0 low) to f16x2.

@@ -7,6 +7,10 @@ use crate::params::CombineParams;
 
 #[inline(always)]
 unsafe fn combine<const BF16: bool>(p: &CombineParams) {
+    // Programmatic dependent launch: the previous kernel in the stream is
+    // complete (its writes visible) after this; then let the next launch.
+    griddep_wait();
+    griddep_launch_dependents();
     let h4 = p.h / 4;
     let i = bid() * bdim() + tid();
     if i >= p.m * h4 {

@@ -41,6 +41,10 @@ const STAGE_BYTES: u32 = CODE_BYTES + SCALE_BYTES + X_BYTES;
 
 #[inline(always)]
 unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
+    // Programmatic dependent launch: the previous kernel in the stream is
+    // complete (its writes visible) after this; then let the next launch.
+    griddep_wait();
+    griddep_launch_dependents();
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
@@ -192,6 +196,10 @@ pf_kernels! {
 /// As `moe_route`; shared memory `4 * (4 * n_experts + 32)` bytes.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
+    // Programmatic dependent launch: the previous kernel in the stream is
+    // complete (its writes visible) after this; then let the next launch.
+    griddep_wait();
+    griddep_launch_dependents();
     let t = tid();
     let nt = bdim();
     let cnt = smem();

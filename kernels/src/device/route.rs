@@ -28,6 +28,10 @@ const INVALID: u32 = u32::MAX;
 /// shared memory.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
+    // Programmatic dependent launch: the previous kernel in the stream is
+    // complete (its writes visible) after this; then let the next launch.
+    griddep_wait();
+    griddep_launch_dependents();
     let t = tid();
     let nt = bdim();
     let keys = smem();
