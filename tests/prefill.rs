@@ -1,7 +1,6 @@
-//! The prefill path (tensor-core grouped GEMMs, counting router) against the
-//! f64 CPU reference: M in 128, 1000, 4096; decode and prefill agree at the
-//! crossover; skewed routing (half the pairs on one expert); the counting
-//! router past the sort's 16384 pairs.
+//! The prefill path (tensor-core grouped GEMMs) against the f64 CPU
+//! reference: M in 128, 1000, 4096; decode and prefill agree at the
+//! crossover; skewed routing (half the pairs on one expert, 18432 pairs).
 
 mod common;
 use common::*;
@@ -82,7 +81,7 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     let (ed, ep, edp) = (rel_l2(&d, &want), rel_l2(&p, &want), rel_l2(&p, &d));
     report(&format!("crossover M={m}: decode {ed:.2e}, prefill {ep:.2e}, prefill vs decode {edp:.2e}"));
     assert!(ed < 1e-2 && ep < 1e-2 && edp < 1e-2);
-    // Skewed: half of all pairs on expert 3; 4608 x 4 pairs > the sort's 16384.
+    // Skewed: half of all pairs on expert 3 (4608 x 4 pairs).
     let m = 4608;
     let x = rng.vec(m * h, 1.0);
     let (mut ids, tw) = routing(&mut rng, m, e, topk);
@@ -97,9 +96,9 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     ws.set_path(ForwardPath::Auto);
     let got = forward(&w, &mut ws, &s, &x, &ids, &tw);
     let err = rel_l2(&got, &reference(&layer, Activation::Silu, &x, &ids, &tw, topk));
-    report(&format!("skewed M={m} ({} pairs, counting router): rel L2 error {err:.2e}", m * topk));
+    report(&format!("skewed M={m} ({} pairs): rel L2 error {err:.2e}", m * topk));
     assert!(err < 1e-2, "{err}");
-    // Bit-reproducible although the counting router's slot order is not.
+    // Bit-reproducible although the router's slot order is not.
     let again = forward(&w, &mut ws, &s, &x, &ids, &tw);
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "prefill output changed between runs");
 }

@@ -5,8 +5,8 @@
 //! can capture it in a CUDA graph (with cudarc's event tracking off, as for
 //! any capture):
 //!
-//! 1. `moe_route` (bitonic sort, up to 16384 pairs) or `moe_route_count`
-//!    (counting, any number) — pairs grouped by expert, on the device;
+//! 1. `moe_route` — pairs grouped by expert, on the device (counting, any
+//!    number of pairs);
 //! 2. FC1 + the gated activation into `h` (16-bit);
 //! 3. FC2 x alpha2 x routing weight into `y` (f32);
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
@@ -24,16 +24,13 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_stages, pf_smem_bytes, route_count_smem_bytes, route_smem_bytes, FC_THREADS, PF_COLS,
-    ROUTE_THREADS,
+    fc_partial_words, fc_smem_bytes, fc_stages, pf_smem_bytes, route_smem_bytes, FC_THREADS, PF_COLS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
 
 /// Most (token, k) pairs one forward call may route.
 pub const MAX_PAIRS: usize = 1 << 20;
-/// Pairs up to which routing sorts in shared memory (stable slot order).
-const SORT_PAIRS: usize = 16384;
 /// Mean pairs per active expert from which `forward` takes the prefill
 /// kernels (measured on the H200, see docs/gpu-results.md).
 pub const PREFILL_CROSSOVER: f64 = 24.0;
@@ -67,6 +64,9 @@ pub struct Workspace {
     y: CudaSlice<f32>,
     groups: CudaSlice<u32>,
     group_rows: CudaSlice<u32>,
+    group_w: CudaSlice<f32>,
+    counters: CudaSlice<u32>,
+    partials: CudaSlice<f32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -115,6 +115,17 @@ impl Workspace {
                 format!("one call routes at most {MAX_PAIRS} (token, expert) pairs"),
             ));
         }
+        // Column-group tables: each active expert's last group may be
+        // partly empty (up to PF_COLS - 1 unused columns).
+        let group_slots = pairs + pairs.min(weights.experts) * (PF_COLS as usize - 1);
+        // Split-task counters and partial tiles, one set per warp of the
+        // largest grid an FC kernel runs with.
+        let (mut max_warps, mut partial_words) = (0, 0);
+        for (name, nt, stages) in fc_kernel_names() {
+            let warps = weights.gpu.resident_blocks(&name, FC_THREADS, fc_smem_bytes(nt, stages))? as usize * 4;
+            max_warps = max_warps.max(warps);
+            partial_words = partial_words.max(warps * 2 * fc_partial_words(nt) as usize * 32);
+        }
         Ok(Workspace {
             path: ForwardPath::Auto,
             tuning: Tuning::defaults(&weights.gpu),
@@ -130,7 +141,11 @@ impl Workspace {
             h: stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?,
             y: stream.alloc_zeros(pairs * weights.hidden)?,
             groups: stream.alloc_zeros(4 * pairs)?,
-            group_rows: stream.alloc_zeros(pairs + pairs.min(weights.experts) * (PF_COLS as usize - 1))?,
+            group_rows: stream.alloc_zeros(group_slots)?,
+            group_w: stream.alloc_zeros(group_slots)?,
+            // FC1's counters, then FC2's; the router zeroes both per call.
+            counters: stream.alloc_zeros(2 * max_warps)?,
+            partials: stream.alloc_zeros(partial_words.max(1))?,
         })
     }
 
@@ -189,6 +204,23 @@ fn column_tiles(pairs: usize, experts: usize) -> usize {
     } else {
         4
     }
+}
+
+/// Every decode FC kernel instance: (name, column tiles, slots per warp).
+fn fc_kernel_names() -> Vec<(String, u32, u32)> {
+    let mut v = Vec::new();
+    for fc in ["fc1", "fc2"] {
+        for t in ["bf16", "f16"] {
+            for nt in [1u32, 2, 4] {
+                v.push((format!("moe_{fc}_{t}_nt{nt}"), nt, fc_stages(nt)));
+            }
+        }
+        for s in [6u32, 8] {
+            v.push((format!("moe_{fc}_bf16_nt1_s{s}"), 1, s));
+        }
+        v.push((format!("moe_{fc}_bf16_nt1_ld"), 1, fc_stages(1)));
+    }
+    v
 }
 
 fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
@@ -262,6 +294,10 @@ impl MoeWeights {
         aligned("topk_weights", tw_ptr, 4)?;
         let (groups, _g) = ws.groups.device_ptr_mut(stream);
         let (group_rows, _gr) = ws.group_rows.device_ptr_mut(stream);
+        let (group_w, _gw) = ws.group_w.device_ptr_mut(stream);
+        let n_counters = ws.counters.len();
+        let (counters, _c) = ws.counters.device_ptr_mut(stream);
+        let (partials, _p) = ws.partials.device_ptr_mut(stream);
         let (sorted, _s) = ws.sorted_pairs.device_ptr_mut(stream);
         let (active, _a) = ws.active.device_ptr_mut(stream);
         let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
@@ -269,7 +305,6 @@ impl MoeWeights {
         let (hbuf, _h) = ws.h.device_ptr_mut(stream);
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
-        let sort_len = pairs.next_power_of_two();
         let nt = ws.tuning.nt.unwrap_or_else(|| column_tiles(m * k, e));
         let mean = (m * k) as f64 / e.min(m * k).max(1) as f64;
         let prefill = match ws.path {
@@ -279,29 +314,25 @@ impl MoeWeights {
         };
         let route = RouteParams {
             topk_ids: ids_ptr,
+            topk_weights: tw_ptr,
             sorted_pairs: sorted,
             active,
             n_active,
             invalid_count: invalid,
-            pairs,
-            n_experts: e as u32,
-            sort_len,
-            group: if prefill { PF_COLS } else { 8 * nt as u32 },
-            topk: k as u32,
-            pad: 0,
             groups,
             group_rows,
+            group_w,
+            counters,
+            pairs,
+            n_experts: e as u32,
+            group: if prefill { PF_COLS } else { 8 * nt as u32 },
+            n_counters: n_counters as u32,
         };
         // SAFETY: the buffers were checked above to hold what RouteParams
-        // documents; the shared memory matches each kernel's layout.
+        // documents; the shared memory matches the kernel's layout.
         unsafe {
-            if m * k <= SORT_PAIRS {
-                let smem = route_smem_bytes(sort_len, e as u32);
-                gpu.launch_dependent(stream, "moe_route", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
-            } else {
-                let smem = route_count_smem_bytes(e as u32);
-                gpu.launch_dependent(stream, "moe_route_count", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
-            }
+            let smem = route_smem_bytes(e as u32);
+            gpu.launch_dependent(stream, "moe_route", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
         }
         if tune.launches <= 1 {
             return Ok(());
@@ -323,6 +354,8 @@ impl MoeWeights {
             act_alpha: alpha,
             groups,
             group_rows,
+            group_w,
+            partials,
             ..Default::default()
         };
         let fc1 = FcParams {
@@ -332,6 +365,7 @@ impl MoeWeights {
             alpha_b: au.0,
             input: x_ptr,
             output: hbuf,
+            counters,
             k: h as u32,
             rows: 2 * inter as u32,
             ..base
@@ -342,6 +376,7 @@ impl MoeWeights {
             alpha_a: ad.0,
             input: hbuf,
             output: ybuf,
+            counters: counters + 4 * (n_counters as u64 / 2),
             k: inter as u32,
             rows: h as u32,
             ..base

@@ -2,7 +2,7 @@
 
 /// Threads of the routing block.
 pub const ROUTE_THREADS: u32 = 1024;
-/// Threads per FC block (4 warps splitting K).
+/// Threads per FC block (4 warps, each on its own share of the work).
 pub const FC_THREADS: u32 = 128;
 /// Threads per W4A4 GEMM block (8 warps).
 pub const GEMM_THREADS: u32 = 256;
@@ -29,8 +29,8 @@ pub const fn fc_slot_bytes(nt: u32) -> u32 {
 }
 
 /// Default pipeline depth (slots per warp) of the decode FC kernels with
-/// `nt` column tiles: as deep as lets 20 warps (NT = 1, 2) or 12 (NT = 4)
-/// stay resident per SM in 228 KiB of shared memory.
+/// `nt` column tiles: as deep as lets 24 (NT = 1), 20 (NT = 2) or 12
+/// (NT = 4) warps stay resident per SM in 228 KiB of shared memory.
 pub const fn fc_stages(nt: u32) -> u32 {
     if nt == 1 {
         4
@@ -40,20 +40,21 @@ pub const fn fc_stages(nt: u32) -> u32 {
 }
 
 /// Dynamic shared memory of an FC kernel with `nt` column tiles and
-/// `stages` slots per warp: the block path's reduction area (3 warps'
-/// partial tiles), then each warp's ring of slots.
+/// `stages` slots per warp: each warp's ring of slots.
 pub const fn fc_smem_bytes(nt: u32, stages: u32) -> u32 {
-    fc_red_bytes(nt) + (FC_THREADS / 32) * stages * fc_slot_bytes(nt)
+    (FC_THREADS / 32) * stages * fc_slot_bytes(nt)
 }
 
-/// The reduction area at the start of an FC kernel's shared memory.
-pub const fn fc_red_bytes(nt: u32) -> u32 {
-    4 * 3 * 32 * 8 * nt
+/// Words of one warp's partial tile of a split task (per lane: 2 row tiles
+/// x `nt` column tiles x 4 accumulators).
+pub const fn fc_partial_words(nt: u32) -> u32 {
+    2 * nt * 4
 }
 
-/// Dynamic shared memory of the routing kernel.
-pub const fn route_smem_bytes(sort_len: u32, experts: u32) -> u32 {
-    4 * (sort_len + 3 * experts + 32)
+/// Dynamic shared memory of the routing kernel: counts, first slots,
+/// cursors and first groups per expert, then the scan's 96 words.
+pub const fn route_smem_bytes(experts: u32) -> u32 {
+    4 * (4 * experts + 96)
 }
 
 /// Pairs per prefill tile.
@@ -64,9 +65,4 @@ pub const PF_STAGES: u32 = 4;
 /// 512 B of scales, 8 KiB of activations.
 pub const fn pf_smem_bytes() -> u32 {
     PF_STAGES * (4 * 1024 + 512 + PF_COLS * 2 * 64)
-}
-
-/// Dynamic shared memory of the counting router.
-pub const fn route_count_smem_bytes(experts: u32) -> u32 {
-    4 * (4 * experts + 32)
 }

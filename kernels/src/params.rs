@@ -37,7 +37,10 @@ pub enum ActKind {
 pub struct RouteParams {
     /// `i32 [pairs]` expert ids (row-major `[M, topk]`).
     pub topk_ids: u64,
-    /// `u32 [pairs]` out: pair indices sorted by (expert, pair).
+    /// `f32 [pairs]` routing weights.
+    pub topk_weights: u64,
+    /// `u32 [pairs]` out: pair indices grouped by expert (ascending
+    /// expert; within an expert in no particular order).
     pub sorted_pairs: u64,
     /// `ActiveExpert [n_experts]` out.
     pub active: u64,
@@ -45,24 +48,25 @@ pub struct RouteParams {
     pub n_active: u64,
     /// `u32` in/out: running count of out-of-range ids (not -1).
     pub invalid_count: u64,
+    /// `u32 [4 * groups]` out: per column group (expert, first slot, pairs, 0).
+    pub groups: u64,
+    /// `u32 [groups * group]` out: per column group and column, the pair
+    /// there (`u32::MAX` past the group's last pair).
+    pub group_rows: u64,
+    /// `f32 [groups * group]` out: the routing weight of that pair (0 past
+    /// the last).
+    pub group_w: u64,
+    /// `u32 [n_counters]` out: zeroed (the FC kernels' split-task counters).
+    pub counters: u64,
     /// M * topk.
     pub pairs: u32,
     /// Number of experts.
     pub n_experts: u32,
-    /// Power of two >= pairs (the sort's length).
-    pub sort_len: u32,
     /// Pairs per column group of the FC kernels (`8 * NT`, or the prefill
     /// tile's 64).
     pub group: u32,
-    /// top-k (to turn a pair index into its token row).
-    pub topk: u32,
-    /// Padding.
-    pub pad: u32,
-    /// `u32 [4 * groups]` out: per column group (expert, first slot, pairs, 0).
-    pub groups: u64,
-    /// `u32 [groups * group]` out: per column group and column, the token row
-    /// of the pair there (for the decode FC1's activation loads).
-    pub group_rows: u64,
+    /// Words of `counters`.
+    pub n_counters: u32,
 }
 
 /// FC1 (x -> h, with the gated activation) or FC2 (h -> y, times alpha2 and
@@ -92,8 +96,14 @@ pub struct FcParams {
     pub topk_weights: u64,
     /// From routing: per column group (expert, first slot, pairs, 0).
     pub groups: u64,
-    /// From routing: token row of each (group, column).
+    /// From routing: the pair of each (group, column).
     pub group_rows: u64,
+    /// From routing: the routing weight of each (group, column).
+    pub group_w: u64,
+    /// `u32 [warps in the grid]`: split-task counters, zero at launch.
+    pub counters: u64,
+    /// `f32 [warps][2][accumulators][32]`: partial tiles of split tasks.
+    pub partials: u64,
     /// Reduction length (FC1: H, FC2: I).
     pub k: u32,
     /// Weight rows (FC1: 2I, FC2: H).

@@ -164,6 +164,26 @@ pub unsafe fn atomic_add_u32(p: u64, v: u32) -> u32 {
     old
 }
 
+/// `__threadfence()`: orders this thread's memory accesses for the whole GPU.
+#[inline(always)]
+pub fn fence_gpu() {
+    // SAFETY: a memory fence.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
+}
+/// `__syncwarp()` (full mask).
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: the whole warp executes it.
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
+/// 4-byte load cached in L2 only (sees other SMs' writes after a fence).
+#[inline(always)]
+pub unsafe fn ldg_u32_cg(p: u64) -> u32 {
+    let v: u32;
+    asm!("ld.global.cg.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly));
+    v
+}
+
 /// `atomicAdd` on a shared u32; returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_shared(a: u32, v: u32) -> u32 {
@@ -487,6 +507,43 @@ pub fn warp_inclusive_sum(v: u32, lane: u32) -> u32 {
         d <<= 1;
     }
     x
+}
+
+/// Three exclusive prefix sums over the block at once (`bdim() <= 1024`),
+/// with their totals: one exchange through shared memory (96 words at
+/// `scratch`), one barrier. The scratch must not be reused before the next
+/// barrier.
+#[inline(always)]
+pub unsafe fn block_exclusive_sum3(v: [u32; 3], scratch: u32) -> ([u32; 3], [u32; 3]) {
+    let t = tid();
+    let (lane, warp) = (t & 31, t >> 5);
+    let nwarps = bdim().div_ceil(32);
+    let incl = [warp_inclusive_sum(v[0], lane), warp_inclusive_sum(v[1], lane), warp_inclusive_sum(v[2], lane)];
+    if lane == 31 {
+        sts(scratch + 12 * warp, incl[0]);
+        sts(scratch + 12 * warp + 4, incl[1]);
+        sts(scratch + 12 * warp + 8, incl[2]);
+    }
+    sync();
+    let mut before = [0u32; 3];
+    let mut total = [0u32; 3];
+    let mut w = 0;
+    while w < nwarps {
+        let mut q = 0;
+        while q < 3 {
+            let s = lds(scratch + 12 * w + 4 * q);
+            if w < warp {
+                before[q as usize] += s;
+            }
+            total[q as usize] += s;
+            q += 1;
+        }
+        w += 1;
+    }
+    (
+        [before[0] + incl[0] - v[0], before[1] + incl[1] - v[1], before[2] + incl[2] - v[2]],
+        total,
+    )
 }
 
 /// Exclusive prefix sum over the block (`bdim() <= 1024`), with the total.

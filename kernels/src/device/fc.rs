@@ -2,17 +2,17 @@
 //! decode path (few tokens per expert, bandwidth-bound).
 //!
 //! **Work.** A *task* is (active expert, column group of up to `8 * NT` of
-//! its pairs, 32 weight rows); the number of tasks is read on the device
-//! from the routing output, so nothing waits for the host. Two schedules,
-//! chosen per launch on the device, whichever gives the shorter longest
-//! queue (tasks do not divide evenly over the grid: 1792 tasks on 2640
-//! warps leave most warps idle half the time):
-//! - a block per task, its 4 warps splitting K (warp `w` takes chunks
-//!   `w, w + 4, ...`), summing their partial tiles in shared memory in a
-//!   fixed order (small batches, and wherever it balances better);
-//! - every warp alone: warp `w` takes tasks `w, w + W, ...` (W = warps in
-//!   the grid), streaming the chunks of all its tasks as one sequence;
-//!   blocks never synchronize.
+//! its pairs, 32 weight rows) x all of K, cut into 64-k *chunks*; the number
+//! of tasks is read on the device from the routing output, so nothing waits
+//! for the host. The (task, chunk) sequence is split into equal contiguous
+//! shares, one per warp of the grid (stream-K): every warp streams the same
+//! number of chunks, whatever the number of tasks, so no SM idles while
+//! others finish (1024 tasks on 660 blocks would leave a third of the grid
+//! idle half the time). A warp that covers a whole task runs its epilogue;
+//! a task cut between warps is finished by the last of them to arrive (a
+//! counter per task): it adds the others' partial tiles to its own in warp
+//! order (a fixed order: the output is the same bit for bit on every run)
+//! and runs the epilogue. Warps never wait for each other.
 //!
 //! **Pipeline.** Each warp owns a ring of `S` shared-memory slots. A slot
 //! holds one chunk ([`crate::tile`]): per lane, its 2 x 16 bytes of codes
@@ -25,9 +25,10 @@
 //! no barrier, no registers held by loads in flight. An empty column (past
 //! the group's last pair) copies row 0 instead: real data whose results
 //! are never stored, so no copy needs a predicate. The producer side of
-//! the warp walks the same (task, chunk) sequence `S - 1` chunks ahead of
-//! the consumer, across task boundaries, and loads each task's routing
-//! record one task before it needs it.
+//! the warp walks the warp's share `S - 1` chunks ahead of the consumer,
+//! across task boundaries, loading each task's routing record one task
+//! before it needs it; the epilogue's inputs (pairs, routing weights) are
+//! loaded when a task starts.
 //!
 //! **Math per chunk and 16-row tile:** 4 k-steps, each one packed word
 //! decoded ([`crate::decode`]) to four 16x2 registers, multiplied by the
@@ -37,7 +38,7 @@
 //!
 //! FC1's rows are gate/up interleaved per 8 channels ([`crate::tile::fc1_row`])
 //! so each thread holds both halves of its outputs and applies the gated
-//! activation in registers, writing h `[slot, I]` (16-bit). FC2 writes
+//! activation in registers, writing h `[group row, I]` (16-bit). FC2 writes
 //! `y[pair, H] = alpha2 * w_pair * acc` in f32 for the combine kernel.
 //!
 //! **Launch order.** Both kernels start with [`griddep_wait`] (programmatic
@@ -48,9 +49,9 @@
 
 use super::arch::*;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
-use crate::launch::{fc_red_bytes, fc_slot_bytes};
+use crate::launch::{fc_partial_words, fc_slot_bytes};
 use crate::params::{ActKind, FcParams};
-use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, KSTEPS, MTILES, TASK_ROWS};
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 /// Warps per block.
 pub const WARPS: u32 = crate::launch::FC_THREADS / 32;
@@ -91,50 +92,42 @@ pub(super) fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: 
     }
 }
 
-/// One chunk of a lane, read back from its slot: the A words of both 16-row
-/// tiles, the four E4M3 scales and the B words of every column tile.
-struct Chunk<const NT: usize> {
-    a: [[u32; 4]; MTILES],
-    s: u32,
-    b: [[u32; 8]; NT],
-}
-
 /// Offset of the scales in a slot.
 const SLOT_SCALES: u32 = CHUNK_CODE_BYTES as u32;
 /// Offset of the activations in a slot.
 const SLOT_X: u32 = (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES) as u32;
 
-/// Reads this lane's pieces of a slot back (`src` = slot + 16 lane,
-/// `src_s` = slot + 1024 + 4 lane).
+/// One chunk of this lane's accumulators: `[row tile][column tile][4]`.
+type Acc<const NT: usize> = [[[f32; 4]; NT]; MTILES];
+
+/// The math of one chunk, from this lane's pieces of a slot (`src` = slot +
+/// 16 lane, `src_s` = slot + 1024 + 4 lane). The activations are read per
+/// half of the k-steps, so `8 * NT` of them are live at a time, not `16 NT`.
 #[inline(always)]
-unsafe fn read_slot<const NT: usize>(src: u32, src_s: u32) -> Chunk<NT> {
+unsafe fn compute<const BF16: bool, const NT: usize, const LD: bool>(acc: &mut Acc<NT>, src: u32, src_s: u32) {
     let a = [lds_v4(src), lds_v4(src + 512)];
     let s = lds(src_s);
-    let mut b = [[0u32; 8]; NT];
-    unroll!(NT, |j| {
-        let at = src + SLOT_X + 1024 * j as u32;
-        let lo = lds_v4(at);
-        let hi = lds_v4(at + 512);
-        b[j] = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
-    });
-    Chunk { a, s, b }
-}
-
-#[inline(always)]
-fn compute<const BF16: bool, const NT: usize, const LD: bool>(acc: &mut [[[f32; 4]; NT]; MTILES], ch: &Chunk<NT>) {
     if LD {
         // Benchmark variant: the loads only (a fold keeps them alive).
-        let mut x = ch.s;
-        unroll!(MTILES, |mt| unroll!(4, |w| x ^= ch.a[mt][w]));
-        unroll!(NT, |j| unroll!(8, |w| x ^= ch.b[j][w]));
+        let mut x = s ^ a[0][0] ^ a[0][1] ^ a[0][2] ^ a[0][3] ^ a[1][0] ^ a[1][1] ^ a[1][2] ^ a[1][3];
+        unroll!(2, |h| unroll!(NT, |j| {
+            let b = lds_v4(src + SLOT_X + 1024 * j as u32 + 512 * h as u32);
+            x ^= b[0] ^ b[1] ^ b[2] ^ b[3];
+        }));
         acc[0][0][0] += f32::from_bits(x & 0x3FFF_FFFF);
         return;
     }
-    let sc = lane_scales::<BF16>(ch.s);
-    unroll!(KSTEPS, |step| {
-        unroll!(MTILES, |mt| {
-            let a = dequant_step::<BF16>(ch.a[mt][step], sc[mt][0], sc[mt][1]);
-            unroll!(NT, |j| mma::<BF16>(&mut acc[mt][j], a, ch.b[j][2 * step], ch.b[j][2 * step + 1]));
+    let sc = lane_scales::<BF16>(s);
+    unroll!(2, |h| {
+        // Activation words of steps 2h, 2h+1 for every column tile.
+        let mut b = [[0u32; 4]; NT];
+        unroll!(NT, |j| b[j] = lds_v4(src + SLOT_X + 1024 * j as u32 + 512 * h as u32));
+        unroll!(2, |sh| {
+            let step = 2 * h + sh;
+            unroll!(MTILES, |mt| {
+                let w = dequant_step::<BF16>(a[mt][step], sc[mt][0], sc[mt][1]);
+                unroll!(NT, |j| mma::<BF16>(&mut acc[mt][j], w, b[j][2 * sh], b[j][2 * sh + 1]));
+            });
         });
     });
 }
@@ -169,54 +162,90 @@ struct Plan {
     nchunks: u32,
     /// Tasks in all.
     tasks: u32,
+    /// Warps in the grid.
+    nw: u32,
+    /// tasks x nchunks.
+    units: u64,
+}
+
+impl Plan {
+    /// First unit of warp `w`'s share (warp `nw`: the end).
+    #[inline(always)]
+    fn begin(&self, w: u32) -> u64 {
+        w as u64 * self.units / self.nw as u64
+    }
+    /// The warp whose share holds unit `u`.
+    #[inline(always)]
+    fn warp_of(&self, u: u64) -> u32 {
+        (((u + 1) * self.nw as u64 - 1) / self.units) as u32
+    }
 }
 
 /// What the producer needs of a task, loaded one task ahead: the expert
-/// and this lane's column rows (`u32::MAX` past the group's last pair).
+/// and this lane's column pairs (`u32::MAX` past the group's last pair).
 #[derive(Clone, Copy)]
 struct Rec<const NT: usize> {
     e: u32,
-    rows: [u32; NT],
+    pairs: [u32; NT],
 }
 
 #[inline(always)]
 unsafe fn load_rec<const NT: usize>(p: &FcParams, plan: &Plan, task: u32) -> Rec<NT> {
-    let mut r = Rec { e: 0, rows: [u32::MAX; NT] };
+    let mut r = Rec { e: 0, pairs: [u32::MAX; NT] };
     if task < plan.tasks {
         let gi = task / plan.tpe;
         let g = (tid() % 32) / 4;
         r.e = ldg_u32_coherent(p.groups + 16 * gi as u64);
         unroll!(NT, |j| {
             let col = 8 * j as u32 + g;
-            r.rows[j] = ldg_u32_coherent(p.group_rows + 4 * (gi * 8 * NT as u32 + col) as u64);
+            r.pairs[j] = ldg_u32_coherent(p.group_rows + 4 * (gi * 8 * NT as u32 + col) as u64);
         });
     }
     r
 }
 
-/// What the epilogue needs of a task: (expert, first slot, pairs).
-#[inline(always)]
-unsafe fn load_job(p: &FcParams, plan: &Plan, task: u32) -> (u32, u32, u32) {
-    if task >= plan.tasks {
-        return (0, 0, 0);
-    }
-    let rec = p.groups + 16 * (task / plan.tpe) as u64;
-    (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8))
+/// What the epilogue needs of a task, loaded when the task starts: the
+/// expert, the group's pair count, and (FC2) this lane's output columns'
+/// pairs and routing weights.
+#[derive(Clone, Copy)]
+struct Epi<const NT: usize> {
+    e: u32,
+    n_grp: u32,
+    pair: [[u32; 2]; NT],
+    w: [[f32; 2]; NT],
 }
 
-/// The copying side of a warp: walks tasks `task, task + tstep, ...`, in
-/// each the chunks `c0, c0 + cstep, ... < nchunks`, holding this lane's
-/// source addresses of chunk 0 of the current task (every chunk's address
-/// is then one wide multiply-add).
+#[inline(always)]
+unsafe fn load_epi<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, task: u32) -> Epi<NT> {
+    let mut x = Epi { e: 0, n_grp: 0, pair: [[u32::MAX; 2]; NT], w: [[0.0; 2]; NT] };
+    if task >= plan.tasks {
+        return x;
+    }
+    let gi = task / plan.tpe;
+    let rec = p.groups + 16 * gi as u64;
+    x.e = ldg_u32_coherent(rec);
+    x.n_grp = ldg_u32_coherent(rec + 8);
+    if !FC1 {
+        let t = tid() % 4;
+        unroll!(NT, |j| unroll!(2, |u| {
+            let at = 4 * (gi * 8 * NT as u32 + 8 * j as u32 + 2 * t + u as u32) as u64;
+            x.pair[j][u] = ldg_u32_coherent(p.group_rows + at);
+            x.w[j][u] = f32::from_bits(ldg_u32_coherent(p.group_w + at));
+        }));
+    }
+    x
+}
+
+/// The copying side of a warp: walks the warp's share of (task, chunk)
+/// units, holding this lane's source addresses of chunk 0 of the current
+/// task (a chunk's address is then one wide multiply-add).
 #[derive(Clone, Copy)]
 struct Producer<const NT: usize> {
-    task: u32,
-    /// The next chunk to copy, and how many of this task are left.
-    c: u32,
+    /// Units of the share still to copy.
     left: u32,
-    c0: u32,
-    cstep: u32,
-    tstep: u32,
+    task: u32,
+    /// The next chunk of `task` to copy.
+    c: u32,
     code: u64,
     scale: u64,
     /// Activation row per column tile: an empty column copies row 0 (real
@@ -227,28 +256,17 @@ struct Producer<const NT: usize> {
 
 impl<const NT: usize> Producer<NT> {
     #[inline(always)]
-    unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
+    unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c: u32, left: u32) -> Self {
         let rec = load_rec::<NT>(p, plan, task);
-        let next = load_rec::<NT>(p, plan, task.saturating_add(tstep));
-        let mut x = Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], next };
+        let next = load_rec::<NT>(p, plan, task + 1);
+        let mut x = Producer { left, task, c, code: 0, scale: 0, b: [0; NT], next };
         x.point::<FC1>(p, plan, &rec);
         x
     }
 
-    #[inline(always)]
-    fn valid(&self, plan: &Plan) -> bool {
-        self.task < plan.tasks
-    }
-
-    /// Sets the addresses of `self.task` from its record.
+    /// Sets the addresses of chunk 0 of `self.task` from its record.
     #[inline(always)]
     fn point<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, rec: &Rec<NT>) {
-        if self.task >= plan.tasks || self.c0 >= plan.nchunks {
-            self.task = u32::MAX;
-            return;
-        }
-        self.c = self.c0;
-        self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
         let lane = tid() % 32;
         let (g, t) = (lane / 4, lane % 4);
         let gi = self.task / plan.tpe;
@@ -258,10 +276,10 @@ impl<const NT: usize> Producer<NT> {
         self.scale = p.scales + chunk0 * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
         unroll!(NT, |j| {
             // FC1 reads the pair's token row of x; FC2 the group's h row.
-            let row = if rec.rows[j] == u32::MAX {
+            let row = if rec.pairs[j] == u32::MAX {
                 0
             } else if FC1 {
-                rec.rows[j]
+                rec.pairs[j] / p.topk
             } else {
                 gi * 8 * NT as u32 + 8 * j as u32 + g
             };
@@ -269,41 +287,31 @@ impl<const NT: usize> Producer<NT> {
         });
     }
 
-    /// Starts the copies of this lane's pieces of the next chunk into the
-    /// slot whose lane-adjusted addresses are `dst` (codes, activations:
-    /// slot + 16 lane) and `dst_s` (scales: slot + 1024 + 4 lane).
-    #[inline(always)]
-    unsafe fn issue(&mut self, dst: u32, dst_s: u32) {
-        let c = self.c as u64;
-        let code = self.code + c * CHUNK_CODE_BYTES as u64;
-        cp_async16(dst, code);
-        cp_async16(dst + 512, code + 512);
-        cp_async4(dst_s, self.scale + c * CHUNK_SCALE_BYTES as u64);
-        unroll!(NT, |j| {
-            let (at, b) = (dst + SLOT_X + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
-            cp_async16_ca(at, b);
-            cp_async16_ca(at + 512, b + 16);
-        });
-        self.c += self.cstep;
-        self.left -= 1;
-    }
-
-    #[inline(always)]
-    unsafe fn next_task<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan) {
-        self.task = self.task.saturating_add(self.tstep);
-        let rec = self.next;
-        self.next = load_rec::<NT>(p, plan, self.task.saturating_add(self.tstep));
-        self.point::<FC1>(p, plan, &rec);
-    }
-
-    /// Copies the next chunk (if any) into the slot at `dst`/`dst_s`, then
-    /// closes a copy group (always, so groups stay in step with chunks).
+    /// Copies this lane's pieces of the next unit (if any) into the slot
+    /// whose lane-adjusted addresses are `dst` (codes, activations: slot +
+    /// 16 lane) and `dst_s` (scales: slot + 1024 + 4 lane); then closes a
+    /// copy group (always, so the groups stay in step with the units).
     #[inline(always)]
     unsafe fn refill<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, dst: u32, dst_s: u32) {
-        if self.valid(plan) {
-            self.issue(dst, dst_s);
-            if self.left == 0 {
-                self.next_task::<FC1>(p, plan);
+        if self.left > 0 {
+            let c = self.c as u64;
+            let code = self.code + c * CHUNK_CODE_BYTES as u64;
+            cp_async16(dst, code);
+            cp_async16(dst + 512, code + 512);
+            cp_async4(dst_s, self.scale + c * CHUNK_SCALE_BYTES as u64);
+            unroll!(NT, |j| {
+                let (at, b) = (dst + SLOT_X + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
+                cp_async16_ca(at, b);
+                cp_async16_ca(at + 512, b + 16);
+            });
+            self.left -= 1;
+            self.c += 1;
+            if self.c == plan.nchunks && self.left > 0 {
+                self.task += 1;
+                self.c = 0;
+                let rec = self.next;
+                self.next = load_rec::<NT>(p, plan, self.task + 1);
+                self.point::<FC1>(p, plan, &rec);
             }
         }
         cp_async_commit();
@@ -316,43 +324,87 @@ fn post<const BF16: bool>() -> f32 {
     f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23)
 }
 
+/// The epilogue of a finished task.
 #[inline(always)]
-unsafe fn epilogue<const FC1: bool, const BF16: bool, const NT: usize>(
+unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
     p: &FcParams,
     plan: &Plan,
-    acc: &[[[f32; 4]; NT]; MTILES],
+    acc: &Acc<NT>,
     task: u32,
-    job: (u32, u32, u32),
+    epi: &Epi<NT>,
 ) {
-    let (e, slot0, n_grp) = job;
     let gi = task / plan.tpe;
     let r = task - gi * plan.tpe;
     if FC1 {
-        epilogue_fc1::<BF16, NT>(p, acc, e, r, gi * 8 * NT as u32, n_grp, post::<BF16>());
+        let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
+        let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
+        store_h::<BF16, NT>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
     } else {
-        epilogue_fc2::<NT>(p, acc, e, r, slot0, n_grp, post::<BF16>());
+        let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
+        let mut scale = epi.w;
+        unroll!(NT, |j| unroll!(2, |u| scale[j][u] *= a2));
+        store_y::<NT>(p, acc, r, &epi.pair, &scale);
     }
 }
 
-/// FC2, before waiting for FC1: asks L2 for the weights of this warp's
-/// first task (its share of the block's task on the block path).
+/// A task cut between warps `wf..=wl` (this one is `w`): publishes this
+/// warp's partial tile, and the last to arrive sums all of them in warp
+/// order and runs the epilogue. Slot 1 of a warp holds the task that starts
+/// in its share and runs past its end, slot 0 the one that started before.
 #[inline(always)]
-unsafe fn prefetch_first(p: &FcParams, plan: &Plan, block_path: bool) {
-    let (warp, lane) = (tid() / 32, tid() % 32);
-    let (task, c0, n) = if block_path {
-        let per = plan.nchunks.div_ceil(WARPS);
-        let c0 = warp * per;
-        let c1 = if c0 + per < plan.nchunks { c0 + per } else { plan.nchunks };
-        (bid(), c0, c1.saturating_sub(c0))
-    } else {
-        (bid() * WARPS + warp, 0, if plan.nchunks < 8 { plan.nchunks } else { 8 })
-    };
-    if lane == 0 && task < plan.tasks && n > 0 {
-        let e = ldg_u32_coherent(p.groups + 16 * (task / plan.tpe) as u64);
-        let tglob = (e * plan.tpe + task % plan.tpe) as u64 * plan.nchunks as u64 + c0 as u64;
-        prefetch_l2_bulk(p.codes + tglob * CHUNK_CODE_BYTES as u64, n * CHUNK_CODE_BYTES as u32);
-        prefetch_l2_bulk(p.scales + tglob * CHUNK_SCALE_BYTES as u64, n * CHUNK_SCALE_BYTES as u32);
+unsafe fn fixup<const FC1: bool, const BF16: bool, const NT: usize>(
+    p: &FcParams,
+    plan: &Plan,
+    acc: &Acc<NT>,
+    task: u32,
+    epi: &Epi<NT>,
+    w: u32,
+) {
+    let lane = tid() % 32;
+    let nacc = fc_partial_words(NT as u32);
+    let u0 = task as u64 * plan.nchunks as u64;
+    let (wf, wl) = (plan.warp_of(u0), plan.warp_of(u0 + plan.nchunks as u64 - 1));
+    let at = |wp: u32, i: u32| p.partials + 4 * (((2 * wp + (wp == wf) as u32) * nacc + i) as u64 * 32 + lane as u64);
+    unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
+        stg_u32(at(w, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits());
+    })));
+    fence_gpu();
+    sync_warp();
+    let old = if lane == 0 { atomic_add_u32(p.counters + 4 * wf as u64, 1) } else { 0 };
+    if shfl_idx(old, 0) != wl - wf {
+        return;
     }
+    fence_gpu();
+    let mut sum = [[[0f32; 4]; NT]; MTILES];
+    let mut wp = wf;
+    while wp <= wl {
+        unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
+            sum[mt][j][c] += if wp == w {
+                acc[mt][j][c]
+            } else {
+                f32::from_bits(ldg_u32_cg(at(wp, ((mt * NT + j) * 4 + c) as u32)))
+            };
+        })));
+        wp += 1;
+    }
+    finish::<FC1, BF16, NT>(p, plan, &sum, task, epi);
+}
+
+/// FC2, before waiting for FC1: asks L2 for the weights of the first
+/// chunks of this warp's share.
+#[inline(always)]
+unsafe fn prefetch_first(p: &FcParams, plan: &Plan, w: u32) {
+    let (u, end) = (plan.begin(w), plan.begin(w + 1));
+    if tid() % 32 != 0 || u >= end {
+        return;
+    }
+    let task = (u / plan.nchunks as u64) as u32;
+    let c = (u % plan.nchunks as u64) as u32;
+    let n = (end - u).min((plan.nchunks - c) as u64).min(8) as u32;
+    let e = ldg_u32_coherent(p.groups + 16 * (task / plan.tpe) as u64);
+    let chunk = (e * plan.tpe + task % plan.tpe) as u64 * plan.nchunks as u64 + c as u64;
+    prefetch_l2_bulk(p.codes + chunk * CHUNK_CODE_BYTES as u64, n * CHUNK_CODE_BYTES as u32);
+    prefetch_l2_bulk(p.scales + chunk * CHUNK_SCALE_BYTES as u64, n * CHUNK_SCALE_BYTES as u32);
 }
 
 #[inline(always)]
@@ -362,147 +414,88 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const S: u32, c
     if FC1 {
         griddep_wait();
     }
+    let (warp, lane) = (tid() / 32, tid() % 32);
+    let w = bid() * WARPS + warp;
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
-    let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
-    // The schedule with the shorter longest queue (in chunk-times of one
-    // warp): every warp alone, or a block per task with K split 4 ways.
-    let longest_warp = plan.tasks.div_ceil(gdim() * WARPS) * plan.nchunks;
-    let longest_block = plan.tasks.div_ceil(gdim()) * plan.nchunks.div_ceil(WARPS);
-    let block_path = longest_block < longest_warp;
+    let nchunks = p.k / KCHUNK as u32;
+    let tasks = groups * tpe;
+    let plan = Plan { tpe, nchunks, tasks, nw: gdim() * WARPS, units: tasks as u64 * nchunks as u64 };
     if !FC1 {
-        prefetch_first(p, &plan, block_path);
+        if tasks > 0 {
+            prefetch_first(p, &plan, w);
+        }
         griddep_wait();
     }
     griddep_launch_dependents();
-    if plan.tasks == 0 {
+    if tasks == 0 {
         return;
     }
-    if block_path {
-        fc_block::<FC1, BF16, NT, S, LD>(p, &plan)
-    } else {
-        fc_warps::<FC1, BF16, NT, S, LD>(p, &plan)
+    let (begin, end) = (plan.begin(w), plan.begin(w + 1));
+    if begin == end {
+        return;
     }
-}
 
-/// Every warp alone: tasks `w, w + W, ...`, chunk after chunk. The loop
-/// is unrolled by `S` so every slot address is a constant offset.
-#[inline(always)]
-unsafe fn fc_warps<const FC1: bool, const BF16: bool, const NT: usize, const S: u32, const LD: bool>(
-    p: &FcParams,
-    plan: &Plan,
-) {
-    let (warp, lane) = (tid() / 32, tid() % 32);
-    let gw = bid() * WARPS + warp;
-    let nw = gdim() * WARPS;
     let slot_bytes = fc_slot_bytes(NT as u32);
-    let ring = smem() + fc_red_bytes(NT as u32) + warp * S * slot_bytes;
+    let ring = smem() + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + SLOT_SCALES + 4 * lane);
+    let mut task = (begin / nchunks as u64) as u32;
+    let mut c = (begin % nchunks as u64) as u32;
+    let mut left = (end - begin) as u32;
+    let mut pf = Producer::<NT>::start::<FC1>(p, &plan, task, c, left);
+    unroll!(S - 1, |d| pf.refill::<FC1>(p, &plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes));
 
-    let mut pf = Producer::<NT>::start::<FC1>(p, plan, gw, 0, 1, nw);
-    unroll!(S - 1, |d| pf.refill::<FC1>(p, plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes));
-    let mut task = gw;
-    let mut job = load_job(p, plan, task);
-    let mut left = plan.nchunks;
+    // Consumer: the same units, slot by slot (unrolled by S: every slot
+    // address is a constant offset). A segment of a task is whole if it
+    // starts at chunk 0 and reaches the last chunk in this share.
+    let mut whole = c == 0;
+    let mut epi = load_epi::<FC1, NT>(p, &plan, task);
     let mut acc = [[[0f32; 4]; NT]; MTILES];
-    while task < plan.tasks {
+    while left > 0 {
         unroll!(S, |d| {
-            if task < plan.tasks {
+            if left > 0 {
                 let d = d as u32;
                 let refill = (d + S - 1) % S;
                 cp_async_wait_dyn(S - 2);
-                let ch = read_slot::<NT>(dst + d * slot_bytes, dst_s + d * slot_bytes);
-                pf.refill::<FC1>(p, plan, dst + refill * slot_bytes, dst_s + refill * slot_bytes);
-                compute::<BF16, NT, LD>(&mut acc, &ch);
+                pf.refill::<FC1>(p, &plan, dst + refill * slot_bytes, dst_s + refill * slot_bytes);
+                compute::<BF16, NT, LD>(&mut acc, dst + d * slot_bytes, dst_s + d * slot_bytes);
                 left -= 1;
-                if left == 0 {
-                    epilogue::<FC1, BF16, NT>(p, plan, &acc, task, job);
+                c += 1;
+                if c == nchunks || left == 0 {
+                    if whole && c == nchunks {
+                        finish::<FC1, BF16, NT>(p, &plan, &acc, task, &epi);
+                    } else {
+                        fixup::<FC1, BF16, NT>(p, &plan, &acc, task, &epi, w);
+                    }
                     acc = [[[0f32; 4]; NT]; MTILES];
-                    left = plan.nchunks;
-                    task = task.saturating_add(nw);
-                    job = load_job(p, plan, task);
+                    task += 1;
+                    c = 0;
+                    whole = true;
+                    if left > 0 {
+                        epi = load_epi::<FC1, NT>(p, &plan, task);
+                    }
                 }
             }
         });
     }
 }
 
-/// A block per task: block `b` takes tasks `b, b + grid, ...`; warp `w`
-/// takes chunks `w, w + 4, ...` of each; the four partial tiles are summed
-/// in shared memory (fixed order) and warp 0 runs the epilogue.
+/// FC1 epilogue of one warp's 32 rows x `8 NT` pairs, global scales (times
+/// the decode offset) `ag`/`au` given: gated activation, h rows `hrow0 +
+/// column` (decode: the group's position; prefill: the slot).
 #[inline(always)]
-unsafe fn fc_block<const FC1: bool, const BF16: bool, const NT: usize, const S: u32, const LD: bool>(
+pub(super) unsafe fn store_h<const BF16: bool, const NT: usize>(
     p: &FcParams,
-    plan: &Plan,
-) {
-    let (warp, lane) = (tid() / 32, tid() % 32);
-    let slot_bytes = fc_slot_bytes(NT as u32);
-    let red = smem();
-    let ring = red + fc_red_bytes(NT as u32) + warp * S * slot_bytes;
-    let (dst, dst_s) = (ring + 16 * lane, ring + SLOT_SCALES + 4 * lane);
-    let n_my = if warp < plan.nchunks { (plan.nchunks - warp).div_ceil(WARPS) } else { 0 };
-    let mut pf = Producer::<NT>::start::<FC1>(p, plan, bid(), warp, WARPS, gdim());
-    unroll!(S - 1, |d| pf.refill::<FC1>(p, plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes));
-    let nacc = (MTILES * NT * 4) as u32;
-    let at = |w: u32, mt: usize, j: usize, c: usize| red + 4 * ((w * nacc + ((mt * NT + j) * 4 + c) as u32) * 32 + lane);
-    let mut task = bid();
-    let mut job = load_job(p, plan, task);
-    let mut i = 0u32;
-    while task < plan.tasks {
-        let mut acc = [[[0f32; 4]; NT]; MTILES];
-        let mut q = 0;
-        while q < n_my {
-            let (d, refill) = (i % S, (i + S - 1) % S);
-            cp_async_wait_dyn(S - 2);
-            let ch = read_slot::<NT>(dst + d * slot_bytes, dst_s + d * slot_bytes);
-            pf.refill::<FC1>(p, plan, dst + refill * slot_bytes, dst_s + refill * slot_bytes);
-            compute::<BF16, NT, LD>(&mut acc, &ch);
-            i += 1;
-            q += 1;
-        }
-        // Sum the warps' partial tiles: [warp-1][accumulator][lane].
-        if warp != 0 {
-            unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| sts(at(warp - 1, mt, j, c), acc[mt][j][c].to_bits()))));
-        }
-        sync();
-        if warp == 0 {
-            unroll!(MTILES, |mt| {
-                unroll!(NT, |j| {
-                    unroll!(4, |c| {
-                        let mut w = 0;
-                        while w < WARPS - 1 {
-                            acc[mt][j][c] += f32::from_bits(lds(at(w, mt, j, c)));
-                            w += 1;
-                        }
-                    })
-                })
-            });
-            epilogue::<FC1, BF16, NT>(p, plan, &acc, task, job);
-        }
-        sync();
-        task = task.saturating_add(gdim());
-        job = load_job(p, plan, task);
-    }
-}
-
-/// FC1 epilogue of one warp's 32 rows x `8 NT` pairs: global scales, gated
-/// activation, h rows `hrow0 + column` (decode: the group's position;
-/// prefill: the slot).
-#[inline(always)]
-pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
-    p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MTILES],
-    e: u32,
+    acc: &Acc<NT>,
+    ag: f32,
+    au: f32,
     r: u32,
     hrow0: u32,
     n_grp: u32,
-    post: f32,
 ) {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let inter = p.rows / 2;
-    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
     unroll!(MTILES, |mt| {
         let ch = 16 * r + 8 * mt as u32 + g;
         unroll!(NT, |j| {
@@ -518,28 +511,38 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
     });
 }
 
-/// FC2 epilogue of one warp's 32 rows x `8 NT` pairs: alpha2 x routing
-/// weight, y `[pair, H]` (f32).
+/// FC1 epilogue with the expert's global scales loaded here (prefill).
 #[inline(always)]
-pub(super) unsafe fn epilogue_fc2<const NT: usize>(
+pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
     p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MTILES],
+    acc: &Acc<NT>,
     e: u32,
     r: u32,
-    slot0: u32,
+    hrow0: u32,
     n_grp: u32,
     post: f32,
 ) {
-    let lane = tid() % 32;
-    let (g, t) = (lane / 4, lane % 4);
-    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
+    store_h::<BF16, NT>(p, acc, ag, au, r, hrow0, n_grp);
+}
+
+/// FC2 epilogue of one warp's 32 rows x `8 NT` pairs: `y[pair] = scale *
+/// acc` (f32) for this lane's output columns `(j, u)`; `u32::MAX` pairs are
+/// empty columns.
+#[inline(always)]
+pub(super) unsafe fn store_y<const NT: usize>(
+    p: &FcParams,
+    acc: &Acc<NT>,
+    r: u32,
+    pair: &[[u32; 2]; NT],
+    scale: &[[f32; 2]; NT],
+) {
+    let g = (tid() % 32) / 4;
     unroll!(NT, |j| {
         unroll!(2, |u| {
-            let col = 8 * j as u32 + 2 * t + u as u32;
-            if col < n_grp {
-                let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
-                let w = ldg_f32(p.topk_weights + 4 * pair as u64) * a2;
-                let y = p.output + 4 * pair as u64 * p.rows as u64;
+            if pair[j][u] != u32::MAX {
+                let (w, y) = (scale[j][u], p.output + 4 * pair[j][u] as u64 * p.rows as u64);
                 unroll!(MTILES, |mt| {
                     let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
                     stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
@@ -548,6 +551,32 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
             }
         })
     });
+}
+
+/// FC2 epilogue with the pairs and routing weights loaded here from the
+/// group's slots (prefill).
+#[inline(always)]
+pub(super) unsafe fn epilogue_fc2<const NT: usize>(
+    p: &FcParams,
+    acc: &Acc<NT>,
+    e: u32,
+    r: u32,
+    slot0: u32,
+    n_grp: u32,
+    post: f32,
+) {
+    let t = tid() % 4;
+    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let mut pair = [[u32::MAX; 2]; NT];
+    let mut scale = [[0f32; 2]; NT];
+    unroll!(NT, |j| unroll!(2, |u| {
+        let col = 8 * j as u32 + 2 * t + u as u32;
+        if col < n_grp {
+            pair[j][u] = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
+            scale[j][u] = ldg_f32(p.topk_weights + 4 * pair[j][u] as u64) * a2;
+        }
+    }));
+    store_y::<NT>(p, acc, r, &pair, &scale);
 }
 
 macro_rules! fc_kernels {

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | [`route`] | `moe_route`: group (token, k) pairs by expert |
 //! | [`fc`] | `moe_fc1_*`, `moe_fc2_*`: NVFP4 streaming GEMMs (decode path) |
-//! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs; `moe_route_count` |
+//! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
 //! | [`smoke`] | `smoke_*`: single-instruction checks against the CPU |

@@ -1,6 +1,5 @@
 //! `moe_pf1_*`, `moe_pf2_*`: the prefill path's grouped GEMMs (many pairs
-//! per expert), and `moe_route_count`, the router for batches too large for
-//! the decode router's shared-memory sort.
+//! per expert).
 //!
 //! **Tile.** A block (4 warps) computes 128 weight rows (4 tasks of the
 //! [`crate::tile`] layout, one per warp) x 64 of an expert's pairs; the
@@ -24,9 +23,8 @@
 
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales, mma};
-use super::route::write_group_entry;
 use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
-use crate::params::{FcParams, RouteParams};
+use crate::params::FcParams;
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 /// Pairs per prefill tile (the router's group size for prefill).
@@ -184,84 +182,4 @@ pf_kernels! {
     moe_pf1_f16: true, false;
     moe_pf2_bf16: false, true;
     moe_pf2_f16: false, false;
-}
-
-/// Routing for any number of pairs, one block: per-expert counts (shared
-/// atomics), their prefix, then each pair placed at its expert's next free
-/// slot. Within an expert the pairs' order depends on timing, which no
-/// output depends on: every pair's h and y rows are computed from its own
-/// column alone. Writes the same outputs as `moe_route`.
-///
-/// # Safety
-/// As `moe_route`; shared memory `4 * (4 * n_experts + 32)` bytes.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
-    // Programmatic dependent launch: the previous kernel in the stream is
-    // complete (its writes visible) after this; then let the next launch.
-    griddep_wait();
-    griddep_launch_dependents();
-    let t = tid();
-    let nt = bdim();
-    let cnt = smem();
-    let start = cnt + 4 * p.n_experts;
-    let cursor = start + 4 * p.n_experts;
-    let gfirst = cursor + 4 * p.n_experts;
-    let scratch = gfirst + 4 * p.n_experts;
-    let mut e = t;
-    while e < p.n_experts {
-        sts(cnt + 4 * e, 0);
-        sts(cursor + 4 * e, 0);
-        e += nt;
-    }
-    sync();
-    let mut bad = 0u32;
-    let mut i = t;
-    while i < p.pairs {
-        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
-        if e >= 0 && (e as u32) < p.n_experts {
-            atomic_add_shared(cnt + 4 * e as u32, 1);
-        } else if e != -1 {
-            bad += 1;
-        }
-        i += nt;
-    }
-    if bad != 0 {
-        atomic_add_u32(p.invalid_count, bad);
-    }
-    sync();
-    let e = t;
-    let count = if e < p.n_experts { lds(cnt + 4 * e) } else { 0 };
-    let (first, _) = block_exclusive_sum(count, scratch);
-    let (pos, total) = block_exclusive_sum((count > 0) as u32, scratch);
-    let (gstart, gtotal) = block_exclusive_sum(count.div_ceil(p.group), scratch);
-    if e < p.n_experts {
-        sts(start + 4 * e, first);
-        sts(gfirst + 4 * e, gstart);
-    }
-    if count > 0 {
-        let rec = p.active + 16 * pos as u64;
-        stg_u32(rec, e);
-        stg_u32(rec + 4, first);
-        stg_u32(rec + 8, count);
-        stg_u32(rec + 12, gstart);
-    }
-    if t == 0 {
-        stg_u32(p.n_active, total);
-        stg_u32(p.n_active + 4, gtotal);
-    }
-    sync();
-    let mut i = t;
-    while i < p.pairs {
-        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
-        if e >= 0 && (e as u32) < p.n_experts {
-            let e = e as u32;
-            let k = atomic_add_shared(cursor + 4 * e, 1);
-            let first = lds(start + 4 * e);
-            let slot = first + k;
-            stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            let end = first + lds(cnt + 4 * e);
-            write_group_entry(&p, slot, first, lds(gfirst + 4 * e), e, i, end);
-        }
-        i += nt;
-    }
 }

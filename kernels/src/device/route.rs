@@ -1,31 +1,37 @@
 //! `moe_route`: groups the M x top-k (token, k) pairs by expert, on the
-//! device, in one block.
+//! device, in one block, for any number of pairs.
 //!
-//! Each valid pair `i` (expert id `e` in `0..E`) becomes the key
-//! `e << 16 | i`; invalid ones (`-1`, or any id outside `0..E`, which is
-//! also counted in `invalid_count`) become `u32::MAX`. A bitonic sort of the
-//! keys in shared memory orders the pairs by (expert, pair index), so the
-//! slot of every pair is the same on every run: bit-reproducible. From the
-//! sorted keys the block writes `sorted_pairs`, and the list of experts that
-//! got at least one pair (`active`, ascending expert) with each one's slot
-//! range and the index of its first column group (the FC kernels take an
-//! expert's pairs `group` at a time), their number and the total groups. Nothing is read or written out of bounds,
-//! whatever the ids hold.
+//! 1. Per-expert counts of the valid pairs (expert id in `0..E`; any other
+//!    id but -1 is also counted in `invalid_count`), by shared-memory
+//!    atomics.
+//! 2. One block-wide scan over the experts (one per thread, E <= 1024) of
+//!    three values at once: the counts (each expert's first slot), whether
+//!    the expert is active (its place in `active`), and its column groups
+//!    (`group` pairs each: the FC kernels' unit).
+//! 3. Each pair takes the next free slot of its expert (a shared atomic)
+//!    and writes its entry of `sorted_pairs` and of the column-group tables.
 //!
-//! Shared memory: `sort_len` keys, `3 * E` words of segment bounds and group
-//! prefixes, 32 words of scan scratch. Launch: 1 block of 1024 threads.
+//! Within an expert the slot order depends on timing. No output does: every
+//! pair's h and y are computed from its own column alone (a column of an
+//! `mma` does not depend on the others), and the combine sums each token's
+//! y in k order; so the layer's output is the same bit for bit on every run
+//! (`tests/decode.rs` checks graph replay against eager). Nothing is read or
+//! written out of bounds, whatever the ids hold.
+//!
+//! The kernel also zeroes the FC kernels' split-task counters for this call.
+//!
+//! Shared memory: [`crate::launch::route_smem_bytes`]. Launch: 1 block of
+//! 1024 threads.
 
 use super::arch::*;
 use crate::params::RouteParams;
-
-const INVALID: u32 = u32::MAX;
 
 /// The routing kernel.
 ///
 /// # Safety
 /// `p` must describe device buffers of the sizes its docs give, and the
-/// block must have `4 * (sort_len + 3 * n_experts + 32)` bytes of dynamic
-/// shared memory.
+/// block must have `route_smem_bytes(n_experts)` of dynamic shared memory
+/// and at least `n_experts` threads.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     // Programmatic dependent launch: the previous kernel in the stream is
@@ -34,105 +40,54 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     griddep_launch_dependents();
     let t = tid();
     let nt = bdim();
-    let keys = smem();
-    let seg_start = keys + 4 * p.sort_len;
-    let seg_count = seg_start + 4 * p.n_experts;
-    let gfirst = seg_count + 4 * p.n_experts;
+    let cnt = smem();
+    let start = cnt + 4 * p.n_experts;
+    let cursor = start + 4 * p.n_experts;
+    let gfirst = cursor + 4 * p.n_experts;
     let scratch = gfirst + 4 * p.n_experts;
-
-    // 1. Keys, and the count of out-of-range ids.
-    let mut bad = 0u32;
-    let mut i = t;
-    while i < p.sort_len {
-        let mut key = INVALID;
-        if i < p.pairs {
-            let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
-            if e >= 0 && (e as u32) < p.n_experts {
-                key = ((e as u32) << 16) | i;
-            } else if e != -1 {
-                bad += 1;
-            }
-        }
-        sts(keys + 4 * i, key);
-        i += nt;
-    }
     let mut e = t;
     while e < p.n_experts {
-        sts(seg_count + 4 * e, 0);
+        sts(cnt + 4 * e, 0);
+        sts(cursor + 4 * e, 0);
         e += nt;
+    }
+    let mut i = t;
+    while i < p.n_counters {
+        stg_u32(p.counters + 4 * i as u64, 0);
+        i += nt;
+    }
+    sync();
+
+    // 1. Counts.
+    let mut bad = 0u32;
+    let mut i = t;
+    while i < p.pairs {
+        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
+        if e >= 0 && (e as u32) < p.n_experts {
+            atomic_add_shared(cnt + 4 * e as u32, 1);
+        } else if e != -1 {
+            bad += 1;
+        }
+        i += nt;
     }
     if bad != 0 {
         atomic_add_u32(p.invalid_count, bad);
     }
     sync();
 
-    // 2. Bitonic sort, ascending.
-    let half = p.sort_len / 2;
-    let mut size = 2;
-    while size <= p.sort_len {
-        let mut stride = size / 2;
-        while stride > 0 {
-            let mut j = t;
-            while j < half {
-                let lo = 2 * stride * (j / stride) + (j % stride);
-                let hi = lo + stride;
-                let ascending = lo & size == 0;
-                let a = lds(keys + 4 * lo);
-                let b = lds(keys + 4 * hi);
-                if (a > b) == ascending {
-                    sts(keys + 4 * lo, b);
-                    sts(keys + 4 * hi, a);
-                }
-                j += nt;
-            }
-            sync();
-            stride /= 2;
-        }
-        size *= 2;
-    }
-
-    // 3. Sorted pair indices and segment starts.
-    let mut i = t;
-    while i < p.pairs {
-        let key = lds(keys + 4 * i);
-        if key != INVALID {
-            stg_u32(p.sorted_pairs + 4 * i as u64, key & 0xFFFF);
-            let e = key >> 16;
-            if i == 0 || lds(keys + 4 * (i - 1)) >> 16 != e {
-                sts(seg_start + 4 * e, i);
-            }
-        }
-        i += nt;
-    }
-    sync();
-    // Segment lengths, at each segment's last key.
-    let mut i = t;
-    while i < p.pairs {
-        let key = lds(keys + 4 * i);
-        if key != INVALID {
-            let e = key >> 16;
-            let next = if i + 1 < p.sort_len { lds(keys + 4 * (i + 1)) } else { INVALID };
-            if next == INVALID || next >> 16 != e {
-                sts(seg_count + 4 * e, i + 1 - lds(seg_start + 4 * e));
-            }
-        }
-        i += nt;
-    }
-    sync();
-
-    // 4. Active experts in ascending order (one expert per thread; E <= 1024),
-    //    with the prefix of their column groups.
+    // 2. First slot, place among the active experts, first column group.
     let e = t;
-    let count = if e < p.n_experts { lds(seg_count + 4 * e) } else { 0 };
-    let (pos, total) = block_exclusive_sum((count > 0) as u32, scratch);
-    let (gstart, gtotal) = block_exclusive_sum(count.div_ceil(p.group), scratch);
+    let count = if e < p.n_experts { lds(cnt + 4 * e) } else { 0 };
+    let ([first, pos, gstart], [_, total, gtotal]) =
+        block_exclusive_sum3([count, (count > 0) as u32, count.div_ceil(p.group)], scratch);
     if e < p.n_experts {
+        sts(start + 4 * e, first);
         sts(gfirst + 4 * e, gstart);
     }
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
         stg_u32(rec, e);
-        stg_u32(rec + 4, lds(seg_start + 4 * e));
+        stg_u32(rec + 4, first);
         stg_u32(rec + 8, count);
         stg_u32(rec + 12, gstart);
     }
@@ -141,47 +96,46 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         stg_u32(p.n_active + 4, gtotal);
     }
     sync();
-    // 5. The column-group tables, one slot per thread.
+
+    // 3. Each pair's slot and table entries.
     let mut i = t;
     while i < p.pairs {
-        let key = lds(keys + 4 * i);
-        if key != INVALID {
-            let e = key >> 16;
-            let first = lds(seg_start + 4 * e);
-            let end = first + lds(seg_count + 4 * e);
-            write_group_entry(&p, i, first, lds(gfirst + 4 * e), e, key & 0xFFFF, end);
+        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
+        if e >= 0 && (e as u32) < p.n_experts {
+            let e = e as u32;
+            let first = lds(start + 4 * e);
+            let slot = first + atomic_add_shared(cursor + 4 * e, 1);
+            stg_u32(p.sorted_pairs + 4 * slot as u64, i);
+            write_group_entry(&p, slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
         }
         i += nt;
     }
 }
 
-/// Writes slot `i`'s entry of the column-group tables: the token row of its
-/// pair, and (for a group's first slot) the group record and `u32::MAX` in
-/// the group's columns past its last pair (the FC kernels skip those).
+/// Writes slot `i`'s entry of the column-group tables: its pair and routing
+/// weight, and (for a group's first slot) the group record and the empty
+/// columns past its last pair (pair `u32::MAX`, weight 0; the FC kernels
+/// skip them).
 #[inline(always)]
-pub(super) unsafe fn write_group_entry(
-    p: &RouteParams,
-    i: u32,
-    first: u32,
-    gstart: u32,
-    e: u32,
-    pair: u32,
-    end_hint: u32,
-) {
+unsafe fn write_group_entry(p: &RouteParams, i: u32, first: u32, gstart: u32, e: u32, pair: u32, end: u32) {
     let pos = i - first;
     let (g, col) = (pos / p.group, pos % p.group);
     let gi = gstart + g;
-    stg_u32(p.group_rows + 4 * (gi * p.group + col) as u64, pair / p.topk);
+    let at = (gi * p.group + col) as u64;
+    stg_u32(p.group_rows + 4 * at, pair);
+    stg_u32(p.group_w + 4 * at, ldg_u32(p.topk_weights + 4 * pair as u64));
     if col == 0 {
         let rec = p.groups + 16 * gi as u64;
-        let n = if end_hint - i < p.group { end_hint - i } else { p.group };
+        let n = if end - i < p.group { end - i } else { p.group };
         stg_u32(rec, e);
         stg_u32(rec + 4, i);
         stg_u32(rec + 8, n);
         stg_u32(rec + 12, 0);
         let mut c = n;
         while c < p.group {
-            stg_u32(p.group_rows + 4 * (gi * p.group + c) as u64, u32::MAX);
+            let at = (gi * p.group + c) as u64;
+            stg_u32(p.group_rows + 4 * at, u32::MAX);
+            stg_u32(p.group_w + 4 * at, 0);
             c += 1;
         }
     }
