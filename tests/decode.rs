@@ -233,8 +233,8 @@ fn tuning_variants_against_the_reference() {
     let d = moe4::Tuning::defaults(&gpu);
     let variants = [
         ("no PDL", moe4::Tuning { pdl: false, ..d }),
-        ("6 slots", moe4::Tuning { fc_stages: Some(6), ..d }),
-        ("8 slots", moe4::Tuning { fc_stages: Some(8), ..d }),
+        ("2 slots", moe4::Tuning { fc_stages: Some(2), ..d }),
+        ("4 slots", moe4::Tuning { fc_stages: Some(4), ..d }),
         ("NT=1", moe4::Tuning { nt: Some(1), ..d }),
         ("NT=2", moe4::Tuning { nt: Some(2), ..d }),
         ("NT=4", moe4::Tuning { nt: Some(4), ..d }),

@@ -251,8 +251,8 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
         ("no PDL", Some(Tuning { pdl: false, ..d })),
-        ("6 slots", Some(Tuning { fc_stages: Some(6), ..d })),
-        ("8 slots", Some(Tuning { fc_stages: Some(8), ..d })),
+        ("2 slots", Some(Tuning { fc_stages: Some(2), ..d })),
+        ("4 slots", Some(Tuning { fc_stages: Some(4), ..d })),
         ("loads only", Some(Tuning { load_only: true, ..d })),
         ("route", Some(Tuning { launches: 1, ..d })),
         ("route+FC1", Some(Tuning { launches: 2, ..d })),

@@ -24,7 +24,7 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_partial_words, fc_smem_bytes, fc_stages, pf_smem_bytes, route_smem_bytes, FC_THREADS, PF_COLS, ROUTE_THREADS,
+    fc_smem_bytes, fc_stages, fc_threads, pf_smem_bytes, route_smem_bytes, PF_COLS, PF_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -65,8 +65,6 @@ pub struct Workspace {
     groups: CudaSlice<u32>,
     group_rows: CudaSlice<u32>,
     group_w: CudaSlice<f32>,
-    counters: CudaSlice<u32>,
-    partials: CudaSlice<f32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -118,14 +116,6 @@ impl Workspace {
         // Column-group tables: each active expert's last group may be
         // partly empty (up to PF_COLS - 1 unused columns).
         let group_slots = pairs + pairs.min(weights.experts) * (PF_COLS as usize - 1);
-        // Split-task counters and partial tiles, one set per warp of the
-        // largest grid an FC kernel runs with.
-        let (mut max_warps, mut partial_words) = (0, 0);
-        for (name, nt, stages) in fc_kernel_names() {
-            let warps = weights.gpu.resident_blocks(&name, FC_THREADS, fc_smem_bytes(nt, stages))? as usize * 4;
-            max_warps = max_warps.max(warps);
-            partial_words = partial_words.max(warps * 2 * fc_partial_words(nt) as usize * 32);
-        }
         Ok(Workspace {
             path: ForwardPath::Auto,
             tuning: Tuning::defaults(&weights.gpu),
@@ -143,9 +133,6 @@ impl Workspace {
             groups: stream.alloc_zeros(4 * pairs)?,
             group_rows: stream.alloc_zeros(group_slots)?,
             group_w: stream.alloc_zeros(group_slots)?,
-            // FC1's counters, then FC2's; the router zeroes both per call.
-            counters: stream.alloc_zeros(2 * max_warps)?,
-            partials: stream.alloc_zeros(partial_words.max(1))?,
         })
     }
 
@@ -204,23 +191,6 @@ fn column_tiles(pairs: usize, experts: usize) -> usize {
     } else {
         4
     }
-}
-
-/// Every decode FC kernel instance: (name, column tiles, slots per warp).
-fn fc_kernel_names() -> Vec<(String, u32, u32)> {
-    let mut v = Vec::new();
-    for fc in ["fc1", "fc2"] {
-        for t in ["bf16", "f16"] {
-            for nt in [1u32, 2, 4] {
-                v.push((format!("moe_{fc}_{t}_nt{nt}"), nt, fc_stages(nt)));
-            }
-        }
-        for s in [6u32, 8] {
-            v.push((format!("moe_{fc}_bf16_nt1_s{s}"), 1, s));
-        }
-        v.push((format!("moe_{fc}_bf16_nt1_ld"), 1, fc_stages(1)));
-    }
-    v
 }
 
 fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
@@ -295,9 +265,6 @@ impl MoeWeights {
         let (groups, _g) = ws.groups.device_ptr_mut(stream);
         let (group_rows, _gr) = ws.group_rows.device_ptr_mut(stream);
         let (group_w, _gw) = ws.group_w.device_ptr_mut(stream);
-        let n_counters = ws.counters.len();
-        let (counters, _c) = ws.counters.device_ptr_mut(stream);
-        let (partials, _p) = ws.partials.device_ptr_mut(stream);
         let (sorted, _s) = ws.sorted_pairs.device_ptr_mut(stream);
         let (active, _a) = ws.active.device_ptr_mut(stream);
         let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
@@ -322,11 +289,10 @@ impl MoeWeights {
             groups,
             group_rows,
             group_w,
-            counters,
             pairs,
             n_experts: e as u32,
             group: if prefill { PF_COLS } else { 8 * nt as u32 },
-            n_counters: n_counters as u32,
+            pad: 0,
         };
         // SAFETY: the buffers were checked above to hold what RouteParams
         // documents; the shared memory matches the kernel's layout.
@@ -355,7 +321,6 @@ impl MoeWeights {
             groups,
             group_rows,
             group_w,
-            partials,
             ..Default::default()
         };
         let fc1 = FcParams {
@@ -365,7 +330,6 @@ impl MoeWeights {
             alpha_b: au.0,
             input: x_ptr,
             output: hbuf,
-            counters,
             k: h as u32,
             rows: 2 * inter as u32,
             ..base
@@ -376,13 +340,12 @@ impl MoeWeights {
             alpha_a: ad.0,
             input: hbuf,
             output: ybuf,
-            counters: counters + 4 * (n_counters as u64 / 2),
             k: inter as u32,
             rows: h as u32,
             ..base
         };
-        let (n1, n2, fc_smem) = if prefill {
-            (format!("moe_pf1_{}", T::NAME), format!("moe_pf2_{}", T::NAME), pf_smem_bytes())
+        let (n1, n2, fc_smem, threads) = if prefill {
+            (format!("moe_pf1_{}", T::NAME), format!("moe_pf2_{}", T::NAME), pf_smem_bytes(), PF_THREADS)
         } else {
             let stages = tune.fc_stages.unwrap_or(fc_stages(nt as u32));
             let suffix = if tune.load_only {
@@ -396,18 +359,19 @@ impl MoeWeights {
                 format!("moe_fc1_{}_nt{nt}{suffix}", T::NAME),
                 format!("moe_fc2_{}_nt{nt}{suffix}", T::NAME),
                 fc_smem_bytes(nt as u32, stages),
+                fc_threads(nt as u32),
             )
         };
-        let grid1 = gpu.resident_blocks(&n1, FC_THREADS, fc_smem)?;
-        let grid2 = gpu.resident_blocks(&n2, FC_THREADS, fc_smem)?;
+        let grid1 = gpu.resident_blocks(&n1, threads, fc_smem)?;
+        let grid2 = gpu.resident_blocks(&n2, threads, fc_smem)?;
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
         // rows; x/out/ids/weights lengths were checked.
         unsafe {
-            gpu.launch_dependent(stream, &n1, grid1, FC_THREADS, fc_smem, fc1, tune.pdl)?;
+            gpu.launch_dependent(stream, &n1, grid1, threads, fc_smem, fc1, tune.pdl)?;
             if tune.launches <= 2 {
                 return Ok(());
             }
-            gpu.launch_dependent(stream, &n2, grid2, FC_THREADS, fc_smem, fc2, tune.pdl)?;
+            gpu.launch_dependent(stream, &n2, grid2, threads, fc_smem, fc2, tune.pdl)?;
         }
         if tune.launches <= 3 {
             return Ok(());

@@ -2,8 +2,19 @@
 
 /// Threads of the routing block.
 pub const ROUTE_THREADS: u32 = 1024;
-/// Threads per FC block (4 warps, each on its own share of the work).
-pub const FC_THREADS: u32 = 128;
+/// Warps per decode FC block with `nt` column tiles (its warps split a
+/// task's K up to this many ways).
+pub const fn fc_warps(nt: u32) -> u32 {
+    if nt == 1 {
+        8
+    } else {
+        4
+    }
+}
+/// Threads per decode FC block with `nt` column tiles.
+pub const fn fc_threads(nt: u32) -> u32 {
+    32 * fc_warps(nt)
+}
 /// Threads per W4A4 GEMM block (8 warps).
 pub const GEMM_THREADS: u32 = 256;
 /// Output columns per W4A4 GEMM tile.
@@ -29,26 +40,30 @@ pub const fn fc_slot_bytes(nt: u32) -> u32 {
 }
 
 /// Default pipeline depth (slots per warp) of the decode FC kernels with
-/// `nt` column tiles: as deep as lets 24 (NT = 1), 20 (NT = 2) or 12
-/// (NT = 4) warps stay resident per SM in 228 KiB of shared memory.
-pub const fn fc_stages(nt: u32) -> u32 {
-    if nt == 1 {
-        4
-    } else {
-        3
-    }
+/// `nt` column tiles: 3 blocks of 8 warps (NT = 1), 4 of 4 (NT = 2, by
+/// registers) or 3 of 4 (NT = 4) stay resident per SM, with room left in
+/// the 228 KiB for L1.
+pub const fn fc_stages(_nt: u32) -> u32 {
+    3
 }
 
 /// Dynamic shared memory of an FC kernel with `nt` column tiles and
-/// `stages` slots per warp: each warp's ring of slots.
+/// `stages` slots per warp: each warp's ring of slots, then the reduction
+/// area (the partial tiles of all warps but one).
 pub const fn fc_smem_bytes(nt: u32, stages: u32) -> u32 {
-    (FC_THREADS / 32) * stages * fc_slot_bytes(nt)
+    fc_warps(nt) * stages * fc_slot_bytes(nt) + fc_red_bytes(nt)
 }
 
-/// Words of one warp's partial tile of a split task (per lane: 2 row tiles
-/// x `nt` column tiles x 4 accumulators).
+/// Words of one warp's partial tile per lane (2 row tiles x `nt` column
+/// tiles x 4 accumulators).
 pub const fn fc_partial_words(nt: u32) -> u32 {
     2 * nt * 4
+}
+
+/// The reduction area: per warp but the first, its partial tile (2 row
+/// tiles x `nt` column tiles x 4 accumulators x 32 lanes, f32).
+pub const fn fc_red_bytes(nt: u32) -> u32 {
+    (fc_warps(nt) - 1) * 2 * nt * 4 * 32 * 4
 }
 
 /// Dynamic shared memory of the routing kernel: counts, first slots,
@@ -57,6 +72,8 @@ pub const fn route_smem_bytes(experts: u32) -> u32 {
     4 * (4 * experts + 96)
 }
 
+/// Threads per prefill GEMM block (4 warps, one 32-row task each).
+pub const PF_THREADS: u32 = 128;
 /// Pairs per prefill tile.
 pub const PF_COLS: u32 = 64;
 /// Prefill pipeline stages.

@@ -56,8 +56,6 @@ pub struct RouteParams {
     /// `f32 [groups * group]` out: the routing weight of that pair (0 past
     /// the last).
     pub group_w: u64,
-    /// `u32 [n_counters]` out: zeroed (the FC kernels' split-task counters).
-    pub counters: u64,
     /// M * topk.
     pub pairs: u32,
     /// Number of experts.
@@ -65,8 +63,8 @@ pub struct RouteParams {
     /// Pairs per column group of the FC kernels (`8 * NT`, or the prefill
     /// tile's 64).
     pub group: u32,
-    /// Words of `counters`.
-    pub n_counters: u32,
+    /// Padding.
+    pub pad: u32,
 }
 
 /// FC1 (x -> h, with the gated activation) or FC2 (h -> y, times alpha2 and
@@ -100,10 +98,6 @@ pub struct FcParams {
     pub group_rows: u64,
     /// From routing: the routing weight of each (group, column).
     pub group_w: u64,
-    /// `u32 [warps in the grid]`: split-task counters, zero at launch.
-    pub counters: u64,
-    /// `f32 [warps][2][accumulators][32]`: partial tiles of split tasks.
-    pub partials: u64,
     /// Reduction length (FC1: H, FC2: I).
     pub k: u32,
     /// Weight rows (FC1: 2I, FC2: H).

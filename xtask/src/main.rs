@@ -162,6 +162,7 @@ fn build_ptx(dest: &Path) -> Result {
             .arg(&target_dir))?;
         let built = target_dir.join("nvptx64-nvidia-cuda/ptx/moe4_kernels.ptx");
         let ptx = fs::read_to_string(&built).map_err(|e| format!("{}: {e}", built.display()))?;
+        let ptx = if *arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx) };
         let out_path = dest.join(format!("{arch}.ptx"));
         fs::write(&out_path, &ptx).map_err(|e| e.to_string())?;
 
@@ -198,6 +199,39 @@ fn build_ptx(dest: &Path) -> Result {
     } else {
         Err(format!("kernels with local memory (spills or stack):\n  {}", failures.join("\n  ")))
     }
+}
+
+/// Launch bounds rustc cannot express (CUDA's `__launch_bounds__`): kernels
+/// whose name starts with the prefix get `.maxntid threads` and
+/// `.minnctapersm blocks`, so ptxas keeps them within the registers that
+/// many blocks per SM allow. The host launches them with these threads.
+/// Not applied to sm_120a, whose code for the same kernels needs more
+/// registers (it would spill).
+const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
+    ("moe_fc1_bf16_nt1", 256, 3),
+    ("moe_fc1_f16_nt1", 256, 3),
+    ("moe_fc2_bf16_nt1", 256, 3),
+    ("moe_fc2_f16_nt1", 256, 3),
+];
+
+/// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's
+/// parameter list.
+fn add_launch_bounds(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 1024);
+    let mut pending: Option<(u32, u32)> = None;
+    for line in ptx.split_inclusive('\n') {
+        if let Some(name) = line.strip_prefix(".visible .entry ").and_then(|r| r.split('(').next()) {
+            pending = LAUNCH_BOUNDS.iter().find(|(p, _, _)| name.starts_with(p)).map(|&(_, t, b)| (t, b));
+        }
+        out.push_str(line);
+        if let Some((t, b)) = pending {
+            if line.starts_with(')') {
+                out.push_str(&format!(".maxntid {t}, 1, 1\n.minnctapersm {b}\n"));
+                pending = None;
+            }
+        }
+    }
+    out
 }
 
 fn check_ptx() -> Result {
@@ -276,6 +310,14 @@ fn gpu_bundle() -> Result {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn launch_bounds_go_after_the_parameter_list() {
+        let ptx = ".visible .entry moe_fc2_bf16_nt1(\n\t.param .align 8 .b8 p[136]\n)  // @x\n{\n}\n.visible .entry other(\n)\n{\n}\n";
+        let out = super::add_launch_bounds(ptx);
+        assert!(out.contains(")  // @x\n.maxntid 256, 1, 1\n.minnctapersm 3\n{"), "{out}");
+        assert_eq!(out.matches(".maxntid").count(), 1);
+    }
+
     #[test]
     fn parses_ptxas_resource_lines() {
         let log = "ptxas info    : Compiling entry function 'k' for 'sm_90'\nptxas info    : Function properties for k\n    272 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\nptxas info    : Used 64 registers, used 1 barriers, 272 bytes cumulative stack size, 1024 bytes smem\nptxas info    : Function properties for helper\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";

@@ -214,6 +214,13 @@ pub unsafe fn cp_async4(dst: u32, src: u64) {
 pub unsafe fn cp_async16_ca(dst: u32, src: u64) {
     asm!("cp.async.ca.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
 }
+/// [`cp_async16_ca`] that reads nothing and writes 16 zero bytes when
+/// `skip` is nonzero (`ignore-src`).
+#[inline(always)]
+pub unsafe fn cp_async16_ca_or_zero(dst: u32, src: u64, skip: u32) {
+    asm!("{{ .reg .pred q; setp.ne.u32 q, {k}, 0; cp.async.ca.shared.global [{d}], [{s}], 16, q; }}",
+        d = in(reg32) dst, s = in(reg64) src, k = in(reg32) skip, options(nostack));
+}
 /// Closes the current `cp.async` group.
 #[inline(always)]
 pub unsafe fn cp_async_commit() {

@@ -49,12 +49,9 @@
 
 use super::arch::*;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
-use crate::launch::{fc_partial_words, fc_slot_bytes};
+use crate::launch::{fc_partial_words, fc_slot_bytes, fc_warps};
 use crate::params::{ActKind, FcParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
-
-/// Warps per block.
-pub const WARPS: u32 = crate::launch::FC_THREADS / 32;
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,
 /// each broadcast to both halves, in the arithmetic's 16-bit format.
@@ -162,23 +159,6 @@ struct Plan {
     nchunks: u32,
     /// Tasks in all.
     tasks: u32,
-    /// Warps in the grid.
-    nw: u32,
-    /// tasks x nchunks.
-    units: u64,
-}
-
-impl Plan {
-    /// First unit of warp `w`'s share (warp `nw`: the end).
-    #[inline(always)]
-    fn begin(&self, w: u32) -> u64 {
-        w as u64 * self.units / self.nw as u64
-    }
-    /// The warp whose share holds unit `u`.
-    #[inline(always)]
-    fn warp_of(&self, u: u64) -> u32 {
-        (((u + 1) * self.nw as u64 - 1) / self.units) as u32
-    }
 }
 
 /// What the producer needs of a task, loaded one task ahead: the expert
@@ -236,37 +216,53 @@ unsafe fn load_epi<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, 
     x
 }
 
-/// The copying side of a warp: walks the warp's share of (task, chunk)
-/// units, holding this lane's source addresses of chunk 0 of the current
-/// task (a chunk's address is then one wide multiply-add).
+/// The copying side of a warp: walks tasks `task, task + tstep, ...`, in
+/// each the chunks `c0, c0 + cstep, ... < nchunks`, holding this lane's
+/// source addresses of chunk 0 of the current task (a chunk's address is
+/// then one wide multiply-add).
 #[derive(Clone, Copy)]
 struct Producer<const NT: usize> {
-    /// Units of the share still to copy.
-    left: u32,
     task: u32,
-    /// The next chunk of `task` to copy.
+    /// The next chunk of `task` to copy, and how many are left.
     c: u32,
+    left: u32,
+    c0: u32,
+    cstep: u32,
+    tstep: u32,
     code: u64,
     scale: u64,
-    /// Activation row per column tile: an empty column copies row 0 (real
-    /// data of another column; its results are never stored).
+    /// Activation row per column tile, and 1 where the column is empty
+    /// (nothing is read; zeros are written).
     b: [u64; NT],
+    skip: [u32; NT],
     next: Rec<NT>,
 }
 
 impl<const NT: usize> Producer<NT> {
     #[inline(always)]
-    unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c: u32, left: u32) -> Self {
+    unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
         let rec = load_rec::<NT>(p, plan, task);
-        let next = load_rec::<NT>(p, plan, task + 1);
-        let mut x = Producer { left, task, c, code: 0, scale: 0, b: [0; NT], next };
+        let next = load_rec::<NT>(p, plan, task.saturating_add(tstep));
+        let mut x =
+            Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
         x.point::<FC1>(p, plan, &rec);
         x
     }
 
-    /// Sets the addresses of chunk 0 of `self.task` from its record.
+    #[inline(always)]
+    fn valid(&self, plan: &Plan) -> bool {
+        self.task < plan.tasks
+    }
+
+    /// Sets the addresses of `self.task` from its record.
     #[inline(always)]
     fn point<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, rec: &Rec<NT>) {
+        if self.task >= plan.tasks || self.c0 >= plan.nchunks {
+            self.task = u32::MAX;
+            return;
+        }
+        self.c = self.c0;
+        self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
         let lane = tid() % 32;
         let (g, t) = (lane / 4, lane % 4);
         let gi = self.task / plan.tpe;
@@ -276,7 +272,8 @@ impl<const NT: usize> Producer<NT> {
         self.scale = p.scales + chunk0 * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
         unroll!(NT, |j| {
             // FC1 reads the pair's token row of x; FC2 the group's h row.
-            let row = if rec.pairs[j] == u32::MAX {
+            let empty = rec.pairs[j] == u32::MAX;
+            let row = if empty {
                 0
             } else if FC1 {
                 rec.pairs[j] / p.topk
@@ -284,16 +281,17 @@ impl<const NT: usize> Producer<NT> {
                 gi * 8 * NT as u32 + 8 * j as u32 + g
             };
             self.b[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
+            self.skip[j] = empty as u32;
         });
     }
 
-    /// Copies this lane's pieces of the next unit (if any) into the slot
+    /// Copies this lane's pieces of the next chunk (if any) into the slot
     /// whose lane-adjusted addresses are `dst` (codes, activations: slot +
     /// 16 lane) and `dst_s` (scales: slot + 1024 + 4 lane); then closes a
-    /// copy group (always, so the groups stay in step with the units).
+    /// copy group (always, so the groups stay in step with the chunks).
     #[inline(always)]
     unsafe fn refill<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, dst: u32, dst_s: u32) {
-        if self.left > 0 {
+        if self.valid(plan) {
             let c = self.c as u64;
             let code = self.code + c * CHUNK_CODE_BYTES as u64;
             cp_async16(dst, code);
@@ -301,16 +299,15 @@ impl<const NT: usize> Producer<NT> {
             cp_async4(dst_s, self.scale + c * CHUNK_SCALE_BYTES as u64);
             unroll!(NT, |j| {
                 let (at, b) = (dst + SLOT_X + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
-                cp_async16_ca(at, b);
-                cp_async16_ca(at + 512, b + 16);
+                cp_async16_ca_or_zero(at, b, self.skip[j]);
+                cp_async16_ca_or_zero(at + 512, b + 16, self.skip[j]);
             });
+            self.c += self.cstep;
             self.left -= 1;
-            self.c += 1;
-            if self.c == plan.nchunks && self.left > 0 {
-                self.task += 1;
-                self.c = 0;
+            if self.left == 0 {
+                self.task = self.task.saturating_add(self.tstep);
                 let rec = self.next;
-                self.next = load_rec::<NT>(p, plan, self.task + 1);
+                self.next = load_rec::<NT>(p, plan, self.task.saturating_add(self.tstep));
                 self.point::<FC1>(p, plan, &rec);
             }
         }
@@ -347,66 +344,45 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
     }
 }
 
-/// A task cut between warps `wf..=wl` (this one is `w`): publishes this
-/// warp's partial tile, and the last to arrive sums all of them in warp
-/// order and runs the epilogue. Slot 1 of a warp holds the task that starts
-/// in its share and runs past its end, slot 0 the one that started before.
+/// How many ways a task's K is split among a block's `wb` warps: the split
+/// with the shortest longest queue, in chunk-times of one warp (a split
+/// costs about one chunk-time per round for the reduction).
 #[inline(always)]
-unsafe fn fixup<const FC1: bool, const BF16: bool, const NT: usize>(
-    p: &FcParams,
-    plan: &Plan,
-    acc: &Acc<NT>,
-    task: u32,
-    epi: &Epi<NT>,
-    w: u32,
-) {
-    let lane = tid() % 32;
-    let nacc = fc_partial_words(NT as u32);
-    let u0 = task as u64 * plan.nchunks as u64;
-    let (wf, wl) = (plan.warp_of(u0), plan.warp_of(u0 + plan.nchunks as u64 - 1));
-    let at = |wp: u32, i: u32| p.partials + 4 * (((2 * wp + (wp == wf) as u32) * nacc + i) as u64 * 32 + lane as u64);
-    unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
-        stg_u32(at(w, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits());
-    })));
-    fence_gpu();
-    sync_warp();
-    let old = if lane == 0 { atomic_add_u32(p.counters + 4 * wf as u64, 1) } else { 0 };
-    if shfl_idx(old, 0) != wl - wf {
-        return;
+fn split_of(plan: &Plan, wb: u32, blocks: u32) -> u32 {
+    let mut best = (u32::MAX, 1);
+    let mut ks = 1;
+    while ks <= wb {
+        let rounds = plan.tasks.div_ceil(blocks * (wb / ks));
+        let cost = rounds.saturating_mul(plan.nchunks.div_ceil(ks) + (ks > 1) as u32);
+        if cost < best.0 {
+            best = (cost, ks);
+        }
+        ks *= 2;
     }
-    fence_gpu();
-    let mut sum = [[[0f32; 4]; NT]; MTILES];
-    let mut wp = wf;
-    while wp <= wl {
-        unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
-            sum[mt][j][c] += if wp == w {
-                acc[mt][j][c]
-            } else {
-                f32::from_bits(ldg_u32_cg(at(wp, ((mt * NT + j) * 4 + c) as u32)))
-            };
-        })));
-        wp += 1;
-    }
-    finish::<FC1, BF16, NT>(p, plan, &sum, task, epi);
+    best.1
 }
 
-/// FC2, before waiting for FC1: asks L2 for the weights of the first
-/// chunks of this warp's share.
+/// FC2, before waiting for FC1: asks L2 for the weights of this warp's
+/// part of its first task (the group's warps together: the whole task).
 #[inline(always)]
-unsafe fn prefetch_first(p: &FcParams, plan: &Plan, w: u32) {
-    let (u, end) = (plan.begin(w), plan.begin(w + 1));
-    if tid() % 32 != 0 || u >= end {
+unsafe fn prefetch_first(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32) {
+    let per = plan.nchunks.div_ceil(ks);
+    let c0 = kp * per;
+    if tid() % 32 != 0 || task >= plan.tasks || c0 >= plan.nchunks {
         return;
     }
-    let task = (u / plan.nchunks as u64) as u32;
-    let c = (u % plan.nchunks as u64) as u32;
-    let n = (end - u).min((plan.nchunks - c) as u64).min(8) as u32;
+    let n = per.min(plan.nchunks - c0);
     let e = ldg_u32_coherent(p.groups + 16 * (task / plan.tpe) as u64);
-    let chunk = (e * plan.tpe + task % plan.tpe) as u64 * plan.nchunks as u64 + c as u64;
+    let chunk = (e * plan.tpe + task % plan.tpe) as u64 * plan.nchunks as u64 + c0 as u64;
     prefetch_l2_bulk(p.codes + chunk * CHUNK_CODE_BYTES as u64, n * CHUNK_CODE_BYTES as u32);
     prefetch_l2_bulk(p.scales + chunk * CHUNK_SCALE_BYTES as u64, n * CHUNK_SCALE_BYTES as u32);
 }
 
+/// The kernel body. A block's `WB` warps form `WB / KS` groups of `KS`;
+/// in round `r`, group `q` of block `b` takes task `(r * blocks + b) * groups
+/// + q` and its warp `kp` the chunks `kp, kp + KS, ...`; with `KS > 1` the
+/// group's partial tiles are summed in shared memory in `kp` order (a fixed
+/// order) and its warp 0 runs the epilogue.
 #[inline(always)]
 unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const S: u32, const LD: bool>(p: &FcParams) {
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
@@ -414,69 +390,81 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const S: u32, c
     if FC1 {
         griddep_wait();
     }
+    let wb = fc_warps(NT as u32);
     let (warp, lane) = (tid() / 32, tid() % 32);
-    let w = bid() * WARPS + warp;
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
-    let nchunks = p.k / KCHUNK as u32;
-    let tasks = groups * tpe;
-    let plan = Plan { tpe, nchunks, tasks, nw: gdim() * WARPS, units: tasks as u64 * nchunks as u64 };
+    let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
+    let ks = split_of(&plan, wb, gdim());
+    let (q, kp) = (warp / ks, warp % ks);
+    let tstep = gdim() * (wb / ks);
+    let first = bid() * (wb / ks) + q;
     if !FC1 {
-        if tasks > 0 {
-            prefetch_first(p, &plan, w);
-        }
+        prefetch_first(p, &plan, first, kp, ks);
         griddep_wait();
     }
     griddep_launch_dependents();
-    if tasks == 0 {
-        return;
-    }
-    let (begin, end) = (plan.begin(w), plan.begin(w + 1));
-    if begin == end {
+    if plan.tasks == 0 {
         return;
     }
 
     let slot_bytes = fc_slot_bytes(NT as u32);
+    let red = smem() + wb * S * slot_bytes;
     let ring = smem() + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + SLOT_SCALES + 4 * lane);
-    let mut task = (begin / nchunks as u64) as u32;
-    let mut c = (begin % nchunks as u64) as u32;
-    let mut left = (end - begin) as u32;
-    let mut pf = Producer::<NT>::start::<FC1>(p, &plan, task, c, left);
-    unroll!(S - 1, |d| pf.refill::<FC1>(p, &plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes));
-
-    // Consumer: the same units, slot by slot (unrolled by S: every slot
-    // address is a constant offset). A segment of a task is whole if it
-    // starts at chunk 0 and reaches the last chunk in this share.
-    let mut whole = c == 0;
-    let mut epi = load_epi::<FC1, NT>(p, &plan, task);
-    let mut acc = [[[0f32; 4]; NT]; MTILES];
-    while left > 0 {
-        unroll!(S, |d| {
-            if left > 0 {
-                let d = d as u32;
-                let refill = (d + S - 1) % S;
+    let mut pf = Producer::<NT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
+    let mut d = 0;
+    while d < S - 1 {
+        pf.refill::<FC1>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes);
+        d += 1;
+    }
+    // Slot to read next, and the one read last (refilled next).
+    let (mut rd, mut wr) = (0, S - 1);
+    let n_my = if kp < plan.nchunks { (plan.nchunks - kp).div_ceil(ks) } else { 0 };
+    let nacc = fc_partial_words(NT as u32);
+    // Partial tile of group q's warp kp (1..ks): [q * (ks - 1) + kp - 1][acc][lane].
+    let at = |kp: u32, i: u32| red + 4 * (((q * (ks - 1) + kp - 1) * nacc + i) * 32 + lane);
+    let mut task = first;
+    // Block-uniform: the block has a task in this round.
+    while task - q < plan.tasks {
+        // Only a group's first warp runs the epilogue.
+        let epi = load_epi::<FC1, NT>(p, &plan, if kp == 0 { task } else { u32::MAX });
+        let mut acc = [[[0f32; 4]; NT]; MTILES];
+        if task < plan.tasks {
+            let mut i = 0;
+            while i < n_my {
                 cp_async_wait_dyn(S - 2);
-                pf.refill::<FC1>(p, &plan, dst + refill * slot_bytes, dst_s + refill * slot_bytes);
-                compute::<BF16, NT, LD>(&mut acc, dst + d * slot_bytes, dst_s + d * slot_bytes);
-                left -= 1;
-                c += 1;
-                if c == nchunks || left == 0 {
-                    if whole && c == nchunks {
-                        finish::<FC1, BF16, NT>(p, &plan, &acc, task, &epi);
-                    } else {
-                        fixup::<FC1, BF16, NT>(p, &plan, &acc, task, &epi, w);
-                    }
-                    acc = [[[0f32; 4]; NT]; MTILES];
-                    task += 1;
-                    c = 0;
-                    whole = true;
-                    if left > 0 {
-                        epi = load_epi::<FC1, NT>(p, &plan, task);
-                    }
-                }
+                pf.refill::<FC1>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
+                compute::<BF16, NT, LD>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
+                wr = rd;
+                rd = if rd + 1 == S { 0 } else { rd + 1 };
+                i += 1;
             }
-        });
+        }
+        if ks == 1 {
+            if task < plan.tasks {
+                finish::<FC1, BF16, NT>(p, &plan, &acc, task, &epi);
+            }
+        } else {
+            if kp != 0 {
+                unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                    sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
+                })));
+            }
+            sync();
+            if kp == 0 && task < plan.tasks {
+                let mut w = 1;
+                while w < ks {
+                    unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                        acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
+                    })));
+                    w += 1;
+                }
+                finish::<FC1, BF16, NT>(p, &plan, &acc, task, &epi);
+            }
+            sync();
+        }
+        task = task.saturating_add(tstep);
     }
 }
 
@@ -586,8 +574,9 @@ macro_rules! fc_kernels {
         ///
         /// # Safety
         /// `p` must describe device buffers as [`FcParams`] documents, from
-        /// a routing run over the same ids with `group = 8 * NT`; 128
-        /// threads per block, `fc_smem_bytes(NT, S)` of dynamic shared memory.
+        /// a routing run over the same ids with `group = 8 * NT`;
+        /// `fc_threads(NT)` threads per block, `fc_smem_bytes(NT, S)` of
+        /// dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             fc::<$fc1, $bf16, $nt, $s, $ld>(&p)
@@ -599,22 +588,22 @@ macro_rules! fc_kernels {
 // instances are the other depths the benchmark compares, `_ld` the
 // loads-only variant it measures the memory side with.
 fc_kernels! {
-    moe_fc1_bf16_nt1: true, true, 1, 4, false;
+    moe_fc1_bf16_nt1: true, true, 1, 3, false;
     moe_fc1_bf16_nt2: true, true, 2, 3, false;
     moe_fc1_bf16_nt4: true, true, 4, 3, false;
-    moe_fc1_f16_nt1: true, false, 1, 4, false;
+    moe_fc1_f16_nt1: true, false, 1, 3, false;
     moe_fc1_f16_nt2: true, false, 2, 3, false;
     moe_fc1_f16_nt4: true, false, 4, 3, false;
-    moe_fc2_bf16_nt1: false, true, 1, 4, false;
+    moe_fc2_bf16_nt1: false, true, 1, 3, false;
     moe_fc2_bf16_nt2: false, true, 2, 3, false;
     moe_fc2_bf16_nt4: false, true, 4, 3, false;
-    moe_fc2_f16_nt1: false, false, 1, 4, false;
+    moe_fc2_f16_nt1: false, false, 1, 3, false;
     moe_fc2_f16_nt2: false, false, 2, 3, false;
     moe_fc2_f16_nt4: false, false, 4, 3, false;
-    moe_fc1_bf16_nt1_s6: true, true, 1, 6, false;
-    moe_fc2_bf16_nt1_s6: false, true, 1, 6, false;
-    moe_fc1_bf16_nt1_s8: true, true, 1, 8, false;
-    moe_fc2_bf16_nt1_s8: false, true, 1, 8, false;
-    moe_fc1_bf16_nt1_ld: true, true, 1, 4, true;
-    moe_fc2_bf16_nt1_ld: false, true, 1, 4, true;
+    moe_fc1_bf16_nt1_s2: true, true, 1, 2, false;
+    moe_fc2_bf16_nt1_s2: false, true, 1, 2, false;
+    moe_fc1_bf16_nt1_s4: true, true, 1, 4, false;
+    moe_fc2_bf16_nt1_s4: false, true, 1, 4, false;
+    moe_fc1_bf16_nt1_ld: true, true, 1, 3, true;
+    moe_fc2_bf16_nt1_ld: false, true, 1, 3, true;
 }

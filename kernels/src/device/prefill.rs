@@ -30,7 +30,7 @@ use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS
 /// Pairs per prefill tile (the router's group size for prefill).
 pub const PF_COLS: u32 = crate::launch::PF_COLS;
 const NT: usize = (PF_COLS / 8) as usize;
-const WARPS: u32 = 4;
+const WARPS: u32 = crate::launch::PF_THREADS / 32;
 const STAGES: u32 = crate::launch::PF_STAGES;
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 4 KiB
 const SCALE_BYTES: u32 = WARPS * CHUNK_SCALE_BYTES as u32; // 512 B

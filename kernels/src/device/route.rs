@@ -18,8 +18,6 @@
 //! (`tests/decode.rs` checks graph replay against eager). Nothing is read or
 //! written out of bounds, whatever the ids hold.
 //!
-//! The kernel also zeroes the FC kernels' split-task counters for this call.
-//!
 //! Shared memory: [`crate::launch::route_smem_bytes`]. Launch: 1 block of
 //! 1024 threads.
 
@@ -50,11 +48,6 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         sts(cnt + 4 * e, 0);
         sts(cursor + 4 * e, 0);
         e += nt;
-    }
-    let mut i = t;
-    while i < p.n_counters {
-        stg_u32(p.counters + 4 * i as u64, 0);
-        i += nt;
     }
     sync();
 
