@@ -1,6 +1,7 @@
 //! The W4A4 grouped GEMM and activation quantizer on the GPU against the
 //! CPU: exact integer sums, scaled outputs, bit-exact quantization, ragged
-//! experts (0, 1, 7, 300 rows), one row, K = 2880, N not a multiple of the
+//! experts (0, 1, 7, 300 rows; 0..36 rows: every tile height 16..128), one
+//! row, K = 2880, N not a multiple of the
 //! tile, malformed offsets; the sm_89 build (native s4 mma) too.
 
 mod common;
@@ -100,6 +101,12 @@ fn ragged_experts_exact_and_scaled() {
     run::<bf16>(&gpu, &p, "64 experts");
     let p = problem(&mut rng, &[1000, 900], 128, 256, false);
     run::<bf16>(&gpu, &p, "2 experts x ~1000 rows (128-row tiles)");
+    // Few rows per expert (16-row tiles, several per expert where it has
+    // more than 16), N not a multiple of 128.
+    let counts: Vec<usize> = (0..32).map(|i| (i * 5) % 37).collect();
+    let p = problem(&mut rng, &counts, 520, 768, true);
+    run::<bf16>(&gpu, &p, "32 experts x 0..36 rows (16-row tiles)");
+    run::<f16>(&gpu, &p, "32 experts x 0..36 rows (16-row tiles)");
 }
 
 #[test]

@@ -207,10 +207,13 @@ pub fn decode_variants(
         }
         bytes /= calls as f64;
         let xv = x.slice(..m * shape.h);
-        for &(label, tuning) in tunings {
+        // One graph per variant (None where the variant has no kernels for
+        // this point), then the timings interleaved over three passes and
+        // the median taken: the card drifts by several per cent over a run.
+        let mut graphs = Vec::new();
+        for &(_, tuning) in tunings {
             *ws.tuning_mut() = tuning.unwrap_or(defaults);
-            // Eager run first (loads the kernels, checks for errors); a
-            // variant without kernels for this point is skipped.
+            // Eager run first (loads the kernels, checks for errors).
             let mut eager = || -> Result<()> {
                 for (ids, tw) in &bufs {
                     let mut ov = out.slice_mut(..m * shape.h);
@@ -220,7 +223,7 @@ pub fn decode_variants(
                 Ok(())
             };
             if tuning.is_some() && eager().is_err() {
-                results.push((label, None));
+                graphs.push(None);
                 continue;
             } else if tuning.is_none() {
                 eager()?;
@@ -230,11 +233,24 @@ pub fn decode_variants(
                 let mut ov = out.slice_mut(..m * shape.h);
                 w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
             }
-            let graph =
-                stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?.expect("captured graph");
-            let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
-            let ms_per_graph = time_ms(stream, 2, reps, || Ok(graph.launch()?))?;
-            let us = ms_per_graph * 1e3 / calls as f64;
+            graphs.push(stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?);
+        }
+        let passes = if tunings.len() > 1 { 3 } else { 1 };
+        let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
+        let mut times = vec![Vec::new(); tunings.len()];
+        for _ in 0..passes {
+            for (i, g) in graphs.iter().enumerate() {
+                if let Some(g) = g {
+                    times[i].push(time_ms(stream, 2, reps, || Ok(g.launch()?))?);
+                }
+            }
+        }
+        for (i, &(label, _)) in tunings.iter().enumerate() {
+            if times[i].is_empty() {
+                results.push((label, None));
+                continue;
+            }
+            let us = median(std::mem::take(&mut times[i])) * 1e3 / calls as f64;
             let gbps = bytes / (us * 1e-6) / 1e9;
             results
                 .push((label, Some(DecodeResult { shape: shape.name, m, us, bytes, gbps, of_copy: gbps / copy_gbps })));
@@ -245,14 +261,14 @@ pub fn decode_variants(
 }
 
 /// The decode variants `moe4 bench tune` compares, against the defaults
-/// `d`: without programmatic launch, other pipeline depths, loads only,
+/// `d`: without programmatic launch, the 4- and 8-warp kernels, loads only,
 /// the first 1/2/3 launches alone (route, + FC1, + FC2), two column tiles.
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
         ("no PDL", Some(Tuning { pdl: false, ..d })),
-        ("2 slots", Some(Tuning { fc_stages: Some(2), ..d })),
-        ("4 slots", Some(Tuning { fc_stages: Some(4), ..d })),
+        ("4 warps", Some(Tuning { wide: Some(false), ..d })),
+        ("8 warps", Some(Tuning { wide: Some(true), ..d })),
         ("loads only", Some(Tuning { load_only: true, ..d })),
         ("route", Some(Tuning { launches: 1, ..d })),
         ("route+FC1", Some(Tuning { launches: 2, ..d })),

@@ -24,7 +24,7 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_stages, fc_threads, pf_smem_bytes, route_smem_bytes, PF_COLS, PF_THREADS, ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, route_smem_bytes, FC_WARPS, PF_COLS, PF_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -76,10 +76,10 @@ pub struct Workspace {
 pub struct Tuning {
     /// Launch the layer's kernels as programmatic dependents (Hopper+).
     pub pdl: bool,
-    /// Pipeline slots per warp of the decode FC kernels (`None`: the
-    /// default of each column-tile count; other depths exist only for bf16
-    /// with one column tile).
-    pub fc_stages: Option<u32>,
+    /// With one column tile, the 8-warp decode FC kernels (`Some(true)`),
+    /// the 4-warp ones (`Some(false)`), or whichever the task estimate
+    /// favours (`None`).
+    pub wide: Option<bool>,
     /// Run the decode FC kernels' loads-only variant (wrong results; bf16,
     /// one column tile, default depth): the memory side alone.
     pub load_only: bool,
@@ -94,7 +94,7 @@ pub struct Tuning {
 impl Tuning {
     /// What `forward` runs on `gpu` unless told otherwise.
     pub fn defaults(gpu: &crate::Gpu) -> Tuning {
-        Tuning { pdl: gpu.programmatic_launch(), fc_stages: None, load_only: false, nt: None, launches: 4 }
+        Tuning { pdl: gpu.programmatic_launch(), wide: None, load_only: false, nt: None, launches: 4 }
     }
 }
 
@@ -202,6 +202,20 @@ fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
 }
 
 impl MoeWeights {
+    /// True if the 8-warp FC`fc` kernel (one column tile) is predicted to
+    /// finish `tasks` tasks of `nchunks` chunks sooner than the 4-warp one:
+    /// its warps split K 8 ways (small batches), the 4-warp one keeps more
+    /// chunks in flight (5 per cent longer queues allowed for it).
+    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32) -> Result<bool> {
+        let gpu = &self.gpu;
+        let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
+        let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS)))?;
+        let b8 = gpu.resident_blocks(&n8, 256, fc_smem_bytes(1, 8, fc_stages(1, 8)))?;
+        let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).1 as u64;
+        let c8 = fc_split(tasks, nchunks, 8, b8).1 as u64;
+        Ok(100 * c8 < 95 * c4)
+    }
+
     /// `out = MoE(x)` for `x [M, H]`, `topk_ids [M, k]` (i32; -1 = no
     /// expert; other out-of-range ids are skipped and counted),
     /// `topk_weights [M, k]` (f32), `out [M, H]`, all on the GPU, `M` taken
@@ -344,34 +358,40 @@ impl MoeWeights {
             rows: h as u32,
             ..base
         };
-        let (n1, n2, fc_smem, threads) = if prefill {
-            (format!("moe_pf1_{}", T::NAME), format!("moe_pf2_{}", T::NAME), pf_smem_bytes(), PF_THREADS)
-        } else {
-            let stages = tune.fc_stages.unwrap_or(fc_stages(nt as u32));
+        // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
+        let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
+            if prefill {
+                return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));
+            }
+            let wide = nt == 1
+                && !tune.load_only
+                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
+            let warps = if wide { 8 } else { FC_WARPS };
             let suffix = if tune.load_only {
-                "_ld".to_string()
-            } else if stages == fc_stages(nt as u32) {
-                String::new()
+                "_ld"
+            } else if wide {
+                "_w8"
             } else {
-                format!("_s{stages}")
+                ""
             };
-            (
-                format!("moe_fc1_{}_nt{nt}{suffix}", T::NAME),
-                format!("moe_fc2_{}_nt{nt}{suffix}", T::NAME),
-                fc_smem_bytes(nt as u32, stages),
-                fc_threads(nt as u32),
-            )
+            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps));
+            Ok((format!("moe_fc{fc}_{}_nt{nt}{suffix}", T::NAME), smem, 32 * warps))
         };
-        let grid1 = gpu.resident_blocks(&n1, threads, fc_smem)?;
-        let grid2 = gpu.resident_blocks(&n2, threads, fc_smem)?;
+        // Tasks (column groups x 32-row blocks) if every active expert has
+        // one group: the estimate the kernel choice goes by.
+        let groups_est = (m * k).min(e) as u32;
+        let (n1, smem1, threads1) = fc_kernel("1", groups_est * (2 * inter as u32 / 32), h as u32 / 64)?;
+        let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
+        let grid1 = gpu.resident_blocks(&n1, threads1, smem1)?;
+        let grid2 = gpu.resident_blocks(&n2, threads2, smem2)?;
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
         // rows; x/out/ids/weights lengths were checked.
         unsafe {
-            gpu.launch_dependent(stream, &n1, grid1, threads, fc_smem, fc1, tune.pdl)?;
+            gpu.launch_dependent(stream, &n1, grid1, threads1, smem1, fc1, tune.pdl)?;
             if tune.launches <= 2 {
                 return Ok(());
             }
-            gpu.launch_dependent(stream, &n2, grid2, threads, fc_smem, fc2, tune.pdl)?;
+            gpu.launch_dependent(stream, &n2, grid2, threads2, smem2, fc2, tune.pdl)?;
         }
         if tune.launches <= 3 {
             return Ok(());

@@ -114,11 +114,14 @@ impl W4A4 {
         })
     }
 
+    /// Rows per GEMM tile from the mean rows per expert: as few padding
+    /// rows as the tile sizes allow.
     fn bm(rows: usize, experts: u32) -> u32 {
-        if rows / experts as usize >= 128 {
-            128
-        } else {
-            64
+        match rows / experts as usize {
+            r if r >= 128 => 128,
+            r if r >= 48 => 64,
+            r if r >= 20 => 32,
+            _ => 16,
         }
     }
 

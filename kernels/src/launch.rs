@@ -2,19 +2,10 @@
 
 /// Threads of the routing block.
 pub const ROUTE_THREADS: u32 = 1024;
-/// Warps per decode FC block with `nt` column tiles (its warps split a
-/// task's K up to this many ways).
-pub const fn fc_warps(nt: u32) -> u32 {
-    if nt == 1 {
-        8
-    } else {
-        4
-    }
-}
-/// Threads per decode FC block with `nt` column tiles.
-pub const fn fc_threads(nt: u32) -> u32 {
-    32 * fc_warps(nt)
-}
+/// Warps per block of the decode FC kernels by default (8 for the kernels
+/// meant for small batches, `_w8`): the warps split a task's K up to this
+/// many ways.
+pub const FC_WARPS: u32 = 4;
 /// Threads per W4A4 GEMM block (8 warps).
 pub const GEMM_THREADS: u32 = 256;
 /// Output columns per W4A4 GEMM tile.
@@ -39,19 +30,44 @@ pub const fn fc_slot_bytes(nt: u32) -> u32 {
     1024 + 128 + 1024 * nt
 }
 
-/// Default pipeline depth (slots per warp) of the decode FC kernels with
-/// `nt` column tiles: 3 blocks of 8 warps (NT = 1), 4 of 4 (NT = 2, by
-/// registers) or 3 of 4 (NT = 4) stay resident per SM, with room left in
-/// the 228 KiB for L1.
-pub const fn fc_stages(_nt: u32) -> u32 {
-    3
+/// Pipeline depth (slots per warp) of the decode FC kernels with `nt`
+/// column tiles: 5 blocks of 4 warps (NT = 1; 4 slots), 4 blocks (NT = 2,
+/// bound by registers) or 3 (NT = 4) stay resident per SM, with room left
+/// in the 228 KiB for L1. The 8-warp kernels for small batches (`_w8`,
+/// NT = 1) take 3 slots: 3 blocks per SM.
+pub const fn fc_stages(nt: u32, warps: u32) -> u32 {
+    if nt == 1 && warps == 4 {
+        4
+    } else {
+        3
+    }
 }
 
-/// Dynamic shared memory of an FC kernel with `nt` column tiles and
-/// `stages` slots per warp: each warp's ring of slots, then the reduction
-/// area (the partial tiles of all warps but one).
-pub const fn fc_smem_bytes(nt: u32, stages: u32) -> u32 {
-    fc_warps(nt) * stages * fc_slot_bytes(nt) + fc_red_bytes(nt)
+/// Dynamic shared memory of an FC kernel with `nt` column tiles, `warps`
+/// warps and `stages` slots per warp: each warp's ring of slots, then the
+/// reduction area (the partial tiles of all warps but one).
+pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32) -> u32 {
+    warps * stages * fc_slot_bytes(nt) + fc_red_bytes(nt, warps)
+}
+
+/// How many ways a decode FC block of `warps` warps splits a task's K, and
+/// the longest queue that gives (in chunk-times of one warp; a split costs
+/// about one chunk-time per round for the reduction): the split with the
+/// shortest longest queue, for `tasks` tasks of `nchunks` chunks on
+/// `blocks` blocks. The kernels run it on the device (from the routing's
+/// task count); the host, on its estimate, to pick the kernel.
+pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> (u32, u32) {
+    let mut best = (1, u32::MAX);
+    let mut ks = 1;
+    while ks <= warps {
+        let rounds = tasks.div_ceil(blocks * (warps / ks));
+        let cost = rounds.saturating_mul(nchunks.div_ceil(ks) + (ks > 1) as u32);
+        if cost < best.1 {
+            best = (ks, cost);
+        }
+        ks *= 2;
+    }
+    best
 }
 
 /// Words of one warp's partial tile per lane (2 row tiles x `nt` column
@@ -60,10 +76,10 @@ pub const fn fc_partial_words(nt: u32) -> u32 {
     2 * nt * 4
 }
 
-/// The reduction area: per warp but the first, its partial tile (2 row
-/// tiles x `nt` column tiles x 4 accumulators x 32 lanes, f32).
-pub const fn fc_red_bytes(nt: u32) -> u32 {
-    (fc_warps(nt) - 1) * 2 * nt * 4 * 32 * 4
+/// The reduction area: per warp but the first, its partial tile (32 lanes,
+/// f32).
+pub const fn fc_red_bytes(nt: u32, warps: u32) -> u32 {
+    (warps - 1) * fc_partial_words(nt) * 32 * 4
 }
 
 /// Dynamic shared memory of the routing kernel: counts, first slots,

@@ -208,10 +208,10 @@ fn build_ptx(dest: &Path) -> Result {
 /// Not applied to sm_120a, whose code for the same kernels needs more
 /// registers (it would spill).
 const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
-    ("moe_fc1_bf16_nt1", 256, 3),
-    ("moe_fc1_f16_nt1", 256, 3),
-    ("moe_fc2_bf16_nt1", 256, 3),
-    ("moe_fc2_f16_nt1", 256, 3),
+    ("moe_fc1_bf16_nt1_w8", 256, 3),
+    ("moe_fc1_f16_nt1_w8", 256, 3),
+    ("moe_fc2_bf16_nt1_w8", 256, 3),
+    ("moe_fc2_f16_nt1_w8", 256, 3),
 ];
 
 /// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's
@@ -312,7 +312,7 @@ fn gpu_bundle() -> Result {
 mod tests {
     #[test]
     fn launch_bounds_go_after_the_parameter_list() {
-        let ptx = ".visible .entry moe_fc2_bf16_nt1(\n\t.param .align 8 .b8 p[136]\n)  // @x\n{\n}\n.visible .entry other(\n)\n{\n}\n";
+        let ptx = ".visible .entry moe_fc2_bf16_nt1_w8(\n\t.param .align 8 .b8 p[136]\n)  // @x\n{\n}\n.visible .entry other(\n)\n{\n}\n";
         let out = super::add_launch_bounds(ptx);
         assert!(out.contains(")  // @x\n.maxntid 256, 1, 1\n.minnctapersm 3\n{"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1);

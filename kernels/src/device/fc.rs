@@ -49,7 +49,7 @@
 
 use super::arch::*;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
-use crate::launch::{fc_partial_words, fc_slot_bytes, fc_warps};
+use crate::launch::{fc_partial_words, fc_slot_bytes, fc_split};
 use crate::params::{ActKind, FcParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
@@ -344,24 +344,6 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
     }
 }
 
-/// How many ways a task's K is split among a block's `wb` warps: the split
-/// with the shortest longest queue, in chunk-times of one warp (a split
-/// costs about one chunk-time per round for the reduction).
-#[inline(always)]
-fn split_of(plan: &Plan, wb: u32, blocks: u32) -> u32 {
-    let mut best = (u32::MAX, 1);
-    let mut ks = 1;
-    while ks <= wb {
-        let rounds = plan.tasks.div_ceil(blocks * (wb / ks));
-        let cost = rounds.saturating_mul(plan.nchunks.div_ceil(ks) + (ks > 1) as u32);
-        if cost < best.0 {
-            best = (cost, ks);
-        }
-        ks *= 2;
-    }
-    best.1
-}
-
 /// FC2, before waiting for FC1: asks L2 for the weights of this warp's
 /// part of its first task (the group's warps together: the whole task).
 #[inline(always)]
@@ -384,18 +366,20 @@ unsafe fn prefetch_first(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32)
 /// group's partial tiles are summed in shared memory in `kp` order (a fixed
 /// order) and its warp 0 runs the epilogue.
 #[inline(always)]
-unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const S: u32, const LD: bool>(p: &FcParams) {
+unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, const S: u32, const LD: bool>(
+    p: &FcParams,
+) {
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
     // FC1 let FC2 launch only after its own wait) before waiting for FC1.
     if FC1 {
         griddep_wait();
     }
-    let wb = fc_warps(NT as u32);
+    let wb = WB;
     let (warp, lane) = (tid() / 32, tid() % 32);
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
-    let ks = split_of(&plan, wb, gdim());
+    let ks = fc_split(plan.tasks, plan.nchunks, wb, gdim()).0;
     let (q, kp) = (warp / ks, warp % ks);
     let tstep = gdim() * (wb / ks);
     let first = bid() * (wb / ks) + q;
@@ -568,42 +552,43 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
 }
 
 macro_rules! fc_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $s:literal, $ld:literal;)*) => {$(
-        /// FC kernel instance `(FC1?, bf16?, column tiles, pipeline slots
-        /// per warp, loads only (a benchmark variant, wrong results)?)`.
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $wb:literal, $s:literal, $ld:literal;)*) => {$(
+        /// FC kernel instance `(FC1?, bf16?, column tiles, warps per block,
+        /// pipeline slots per warp, loads only (a benchmark variant, wrong
+        /// results)?)`.
         ///
         /// # Safety
         /// `p` must describe device buffers as [`FcParams`] documents, from
-        /// a routing run over the same ids with `group = 8 * NT`;
-        /// `fc_threads(NT)` threads per block, `fc_smem_bytes(NT, S)` of
-        /// dynamic shared memory.
+        /// a routing run over the same ids with `group = 8 * NT`; `32 WB`
+        /// threads per block, `fc_smem_bytes(NT, WB, S)` of dynamic shared
+        /// memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            fc::<$fc1, $bf16, $nt, $s, $ld>(&p)
+            fc::<$fc1, $bf16, $nt, $wb, $s, $ld>(&p)
         }
     )*};
 }
 
-// The default depth of each NT is `launch::fc_stages(NT)`; the `_s*`
-// instances are the other depths the benchmark compares, `_ld` the
-// loads-only variant it measures the memory side with.
+// Warps and depth as `launch::fc_stages` says; `_w8`: the 8-warp kernels
+// for small batches (a task's K split up to 8 ways); `_ld`: the loads-only
+// variant the benchmark measures the memory side with.
 fc_kernels! {
-    moe_fc1_bf16_nt1: true, true, 1, 3, false;
-    moe_fc1_bf16_nt2: true, true, 2, 3, false;
-    moe_fc1_bf16_nt4: true, true, 4, 3, false;
-    moe_fc1_f16_nt1: true, false, 1, 3, false;
-    moe_fc1_f16_nt2: true, false, 2, 3, false;
-    moe_fc1_f16_nt4: true, false, 4, 3, false;
-    moe_fc2_bf16_nt1: false, true, 1, 3, false;
-    moe_fc2_bf16_nt2: false, true, 2, 3, false;
-    moe_fc2_bf16_nt4: false, true, 4, 3, false;
-    moe_fc2_f16_nt1: false, false, 1, 3, false;
-    moe_fc2_f16_nt2: false, false, 2, 3, false;
-    moe_fc2_f16_nt4: false, false, 4, 3, false;
-    moe_fc1_bf16_nt1_s2: true, true, 1, 2, false;
-    moe_fc2_bf16_nt1_s2: false, true, 1, 2, false;
-    moe_fc1_bf16_nt1_s4: true, true, 1, 4, false;
-    moe_fc2_bf16_nt1_s4: false, true, 1, 4, false;
-    moe_fc1_bf16_nt1_ld: true, true, 1, 3, true;
-    moe_fc2_bf16_nt1_ld: false, true, 1, 3, true;
+    moe_fc1_bf16_nt1: true, true, 1, 4, 4, false;
+    moe_fc1_bf16_nt2: true, true, 2, 4, 3, false;
+    moe_fc1_bf16_nt4: true, true, 4, 4, 3, false;
+    moe_fc1_f16_nt1: true, false, 1, 4, 4, false;
+    moe_fc1_f16_nt2: true, false, 2, 4, 3, false;
+    moe_fc1_f16_nt4: true, false, 4, 4, 3, false;
+    moe_fc2_bf16_nt1: false, true, 1, 4, 4, false;
+    moe_fc2_bf16_nt2: false, true, 2, 4, 3, false;
+    moe_fc2_bf16_nt4: false, true, 4, 4, 3, false;
+    moe_fc2_f16_nt1: false, false, 1, 4, 4, false;
+    moe_fc2_f16_nt2: false, false, 2, 4, 3, false;
+    moe_fc2_f16_nt4: false, false, 4, 4, 3, false;
+    moe_fc1_bf16_nt1_w8: true, true, 1, 8, 3, false;
+    moe_fc1_f16_nt1_w8: true, false, 1, 8, 3, false;
+    moe_fc2_bf16_nt1_w8: false, true, 1, 8, 3, false;
+    moe_fc2_f16_nt1_w8: false, false, 1, 8, 3, false;
+    moe_fc1_bf16_nt1_ld: true, true, 1, 4, 4, true;
+    moe_fc2_bf16_nt1_ld: false, true, 1, 4, 4, true;
 }

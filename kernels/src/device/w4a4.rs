@@ -3,7 +3,11 @@
 //! two-kernel baseline's dequant kernel (for the benchmark only).
 //!
 //! **GEMM tile** `BM x 128` (rows of one expert x output channels), K in
-//! steps of 256, 8 warps as 2 (rows) x 4 (columns), each warp `BM/2 x 32`.
+//! steps of 256, 8 warps as `WM` (rows) x `8 / WM` (columns), each warp
+//! `BM / WM` rows x `8 NJ` columns. `BM` = 128, 64, 32 or 16, picked from the
+//! rows per expert: with a few rows per expert (the MoE decode and
+//! mid-size shapes) the tensor cores would otherwise multiply mostly
+//! padding, and the kernel is bound by streaming the weights.
 //! Operands stream global -> shared through a 4-stage `cp.async` ring
 //! (16-byte copies, zero-filled past the expert's rows, past N and past K),
 //! so no tile reads outside its buffers whatever the offsets say.
@@ -49,11 +53,11 @@ fn unpack_hi(w: u32) -> u32 {
 }
 
 #[inline(always)]
-unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
+unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(p: &W4A4Params) {
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let (wm, wn) = (warp / 4, warp % 4);
+    let (wm, wn) = (warp / (8 / WM), warp % (8 / WM));
     let kb = p.k / 2; // bytes per row
     let stage_bytes = (BM + BN) * (BK / 2);
     let base = smem();
@@ -154,7 +158,7 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
             }
         };
 
-        let mut acc = [[[0i32; 4]; 4]; MI];
+        let mut acc = [[[0i32; 4]; NJ]; MI];
         let mut s = 0;
         while s < STAGES - 1 {
             if s < nk {
@@ -168,18 +172,18 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
             cp_async_wait::<{ STAGES - 2 }>();
             sync();
             let sbase = base + (kt % STAGES) * stage_bytes;
-            // This warp's rows: BM/2 * wm + 16 mi + g (+8); columns 32 wn + 8 nj + g.
+            // This warp's rows: BM/WM * wm + 16 mi + g (+8); columns 8 NJ wn + 8 nj + g.
             let at = |row: u32, half: u32| sbase + row * (BK / 2) + 16 * ((4 * half + t) ^ ((row & 1) << 2));
             let mut araw = [[[[0u32; 4]; 2]; MI]; 2];
-            let mut braw = [[[0u32; 4]; 4]; 2];
+            let mut braw = [[[0u32; 4]; NJ]; 2];
             unroll!(2, |h| {
                 unroll!(MI, |mi| {
-                    let row = (BM / 2) * wm + 16 * mi as u32 + g;
+                    let row = (BM / WM) * wm + 16 * mi as u32 + g;
                     araw[h][mi][0] = lds_v4(at(row, h as u32));
                     araw[h][mi][1] = lds_v4(at(row + 8, h as u32));
                 });
-                unroll!(4, |nj| {
-                    let col = 32 * wn + 8 * nj as u32 + g;
+                unroll!(NJ, |nj| {
+                    let col = 8 * NJ as u32 * wn + 8 * nj as u32 + g;
                     braw[h][nj] = lds_v4(at(BM + col, h as u32));
                 });
             });
@@ -189,42 +193,50 @@ unsafe fn gemm<const BM: u32, const MI: usize, const OUT: u32>(p: &W4A4Params) {
                 load(next, next % STAGES);
             }
             cp_async_commit();
-            compute_tile::<MI>(&mut acc, &araw[0], &braw[0]);
-            compute_tile::<MI>(&mut acc, &araw[1], &braw[1]);
+            compute_tile::<MI, NJ>(&mut acc, &araw[0], &braw[0]);
+            compute_tile::<MI, NJ>(&mut acc, &araw[1], &braw[1]);
             kt += 1;
         }
         cp_async_wait::<0>();
         sync(); // all warps done reading before the next tile's prologue
 
-        epilogue::<BM, MI, OUT>(p, &acc, e, m0, r1, n0);
+        epilogue::<BM, MI, WM, NJ, OUT>(p, &acc, e, m0, r1, n0);
         tile += gdim();
     }
 }
 
 #[cfg(not(moe4_arch = "sm_89"))]
 #[inline(always)]
-fn compute_tile<const MI: usize>(acc: &mut [[[i32; 4]; 4]; MI], araw: &[[[u32; 4]; 2]; MI], braw: &[[u32; 4]; 4]) {
+fn compute_tile<const MI: usize, const NJ: usize>(
+    acc: &mut [[[i32; 4]; NJ]; MI],
+    araw: &[[[u32; 4]; 2]; MI],
+    braw: &[[u32; 4]; NJ],
+) {
     // Four m16n8k32 s8 steps; step s takes word s of each 16-byte row slice.
     unroll!(4, |s| {
-        let mut b = [[0u32; 2]; 4];
-        unroll!(4, |nj| b[nj] = [unpack_lo(braw[nj][s]), unpack_hi(braw[nj][s])]);
+        let mut b = [[0u32; 2]; NJ];
+        unroll!(NJ, |nj| b[nj] = [unpack_lo(braw[nj][s]), unpack_hi(braw[nj][s])]);
         unroll!(MI, |mi| {
             let (w0, w8) = (araw[mi][0][s], araw[mi][1][s]);
             let a = [unpack_lo(w0), unpack_lo(w8), unpack_hi(w0), unpack_hi(w8)];
-            unroll!(4, |nj| mma_s8(&mut acc[mi][nj], a, b[nj][0], b[nj][1]));
+            unroll!(NJ, |nj| mma_s8(&mut acc[mi][nj], a, b[nj][0], b[nj][1]));
         });
     });
 }
 
 #[cfg(moe4_arch = "sm_89")]
 #[inline(always)]
-fn compute_tile<const MI: usize>(acc: &mut [[[i32; 4]; 4]; MI], araw: &[[[u32; 4]; 2]; MI], braw: &[[u32; 4]; 4]) {
+fn compute_tile<const MI: usize, const NJ: usize>(
+    acc: &mut [[[i32; 4]; NJ]; MI],
+    araw: &[[[u32; 4]; 2]; MI],
+    braw: &[[u32; 4]; NJ],
+) {
     // Two native m16n8k64 s4 steps; step s takes words 2s (k 0..8 of the
     // lane's 16) and 2s+1 (k 8..16) of each row slice.
     unroll!(2, |s| {
         unroll!(MI, |mi| {
             let a = [araw[mi][0][2 * s], araw[mi][1][2 * s], araw[mi][0][2 * s + 1], araw[mi][1][2 * s + 1]];
-            unroll!(4, |nj| mma_s4(&mut acc[mi][nj], a, braw[nj][2 * s], braw[nj][2 * s + 1]));
+            unroll!(NJ, |nj| mma_s4(&mut acc[mi][nj], a, braw[nj][2 * s], braw[nj][2 * s + 1]));
         });
     });
 }
@@ -236,9 +248,9 @@ const ACC_SHIFT: u32 = 8;
 const ACC_SHIFT: u32 = 0;
 
 #[inline(always)]
-unsafe fn epilogue<const BM: u32, const MI: usize, const OUT: u32>(
+unsafe fn epilogue<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(
     p: &W4A4Params,
-    acc: &[[[i32; 4]; 4]; MI],
+    acc: &[[[i32; 4]; NJ]; MI],
     e: u32,
     m0: u32,
     r1: u32,
@@ -247,11 +259,11 @@ unsafe fn epilogue<const BM: u32, const MI: usize, const OUT: u32>(
     let lane = tid() % 32;
     let warp = tid() / 32;
     let (g, t) = (lane / 4, lane % 4);
-    let (wm, wn) = (warp / 4, warp % 4);
+    let (wm, wn) = (warp / (8 / WM), warp % (8 / WM));
     let unscale = 1.0 / (1u32 << ACC_SHIFT) as f32;
     unroll!(MI, |mi| {
         unroll!(2, |h| {
-            let row = m0 + (BM / 2) * wm + 16 * mi as u32 + g + 8 * h as u32;
+            let row = m0 + (BM / WM) * wm + 16 * mi as u32 + g + 8 * h as u32;
             if row < r1 {
                 let mut sa = 0f32;
                 if OUT != OUT_I32 {
@@ -260,8 +272,8 @@ unsafe fn epilogue<const BM: u32, const MI: usize, const OUT: u32>(
                         sa *= ldg_f32(p.row_scale + 4 * row as u64);
                     }
                 }
-                unroll!(4, |nj| {
-                    let col = n0 + 32 * wn + 8 * nj as u32 + 2 * t;
+                unroll!(NJ, |nj| {
+                    let col = n0 + 8 * NJ as u32 * wn + 8 * nj as u32 + 2 * t;
                     if col < p.n {
                         let (v0, v1) = (acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
                         let o = row as u64 * p.n as u64 + col as u64;
@@ -282,7 +294,7 @@ unsafe fn epilogue<const BM: u32, const MI: usize, const OUT: u32>(
 }
 
 macro_rules! gemm_kernels {
-    ($($name:ident: $bm:literal, $mi:literal, $out:ident;)*) => {$(
+    ($($name:ident: $bm:literal, $mi:literal, $wm:literal, $nj:literal, $out:ident;)*) => {$(
         /// W4A4 grouped GEMM instance (`BM`, output kind); see the module docs.
         ///
         /// # Safety
@@ -291,18 +303,24 @@ macro_rules! gemm_kernels {
         /// dynamic shared memory per block.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: W4A4Params) {
-            gemm::<$bm, $mi, $out>(&p)
+            gemm::<$bm, $mi, $wm, $nj, $out>(&p)
         }
     )*};
 }
 
 gemm_kernels! {
-    w4a4_gemm_bm128_bf16: 128, 4, OUT_BF16;
-    w4a4_gemm_bm128_f16: 128, 4, OUT_F16;
-    w4a4_gemm_bm128_i32: 128, 4, OUT_I32;
-    w4a4_gemm_bm64_bf16: 64, 2, OUT_BF16;
-    w4a4_gemm_bm64_f16: 64, 2, OUT_F16;
-    w4a4_gemm_bm64_i32: 64, 2, OUT_I32;
+    w4a4_gemm_bm128_bf16: 128, 4, 2, 4, OUT_BF16;
+    w4a4_gemm_bm128_f16: 128, 4, 2, 4, OUT_F16;
+    w4a4_gemm_bm128_i32: 128, 4, 2, 4, OUT_I32;
+    w4a4_gemm_bm64_bf16: 64, 2, 2, 4, OUT_BF16;
+    w4a4_gemm_bm64_f16: 64, 2, 2, 4, OUT_F16;
+    w4a4_gemm_bm64_i32: 64, 2, 2, 4, OUT_I32;
+    w4a4_gemm_bm32_bf16: 32, 1, 2, 4, OUT_BF16;
+    w4a4_gemm_bm32_f16: 32, 1, 2, 4, OUT_F16;
+    w4a4_gemm_bm32_i32: 32, 1, 2, 4, OUT_I32;
+    w4a4_gemm_bm16_bf16: 16, 1, 1, 2, OUT_BF16;
+    w4a4_gemm_bm16_f16: 16, 1, 1, 2, OUT_F16;
+    w4a4_gemm_bm16_i32: 16, 1, 1, 2, OUT_I32;
 }
 
 #[inline(always)]
