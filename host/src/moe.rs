@@ -378,8 +378,10 @@ impl MoeWeights {
             Ok((format!("moe_fc{fc}_{}_nt{nt}{suffix}", T::NAME), smem, 32 * warps))
         };
         // Tasks (column groups x 32-row blocks) if every active expert has
-        // one group: the estimate the kernel choice goes by.
-        let groups_est = (m * k).min(e) as u32;
+        // one group, with as many active experts as uniform routing gives
+        // on average: the estimate the kernel choice goes by.
+        let active_est = e as f64 * (1.0 - (1.0 - 1.0 / e as f64).powi((m * k) as i32));
+        let groups_est = (active_est.round() as u32).clamp(1, (m * k) as u32);
         let (n1, smem1, threads1) = fc_kernel("1", groups_est * (2 * inter as u32 / 32), h as u32 / 64)?;
         let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
         let grid1 = gpu.resident_blocks(&n1, threads1, smem1)?;
