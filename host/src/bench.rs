@@ -14,9 +14,9 @@
 
 use crate::error::Result;
 use crate::gpu::Gpu;
+use crate::moe::Tuning;
 use crate::reference::Activation;
 use crate::weights::MoeWeights;
-use crate::moe::Tuning;
 use crate::{GemmArgs, Workspace, W4A4};
 use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};

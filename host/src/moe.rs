@@ -363,9 +363,8 @@ impl MoeWeights {
             if prefill {
                 return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));
             }
-            let wide = nt == 1
-                && !tune.load_only
-                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
+            let wide =
+                nt == 1 && !tune.load_only && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
             let warps = if wide { 8 } else { FC_WARPS };
             let suffix = if tune.load_only {
                 "_ld"

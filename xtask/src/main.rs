@@ -7,7 +7,7 @@
 //! | `check-ptx` | `build-ptx` into a scratch folder and fails if the committed PTX differs |
 //! | `test` | the CI job: setup, check-ptx, fmt, clippy, `cargo test` |
 //! | `demo` | the main job: quantize a random Qwen3-30B-A3B layer and report its error |
-//! | `bench <decode\|w4a4\|peak\|all>` | runs `moe4 bench` (needs a GPU) |
+//! | `bench <decode\|prefill\|w4a4\|peak\|tune\|all>` | runs `moe4 bench` (needs a GPU) |
 //! | `gpu-bundle` | builds the test and tool binaries and copies them with a run script to `.gpu/` for a GPU machine without Rust |
 
 use std::env;

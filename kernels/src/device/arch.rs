@@ -547,10 +547,7 @@ pub unsafe fn block_exclusive_sum3(v: [u32; 3], scratch: u32) -> ([u32; 3], [u32
         }
         w += 1;
     }
-    (
-        [before[0] + incl[0] - v[0], before[1] + incl[1] - v[1], before[2] + incl[2] - v[2]],
-        total,
-    )
+    ([before[0] + incl[0] - v[0], before[1] + incl[1] - v[1], before[2] + incl[2] - v[2]], total)
 }
 
 /// Exclusive prefix sum over the block (`bdim() <= 1024`), with the total.

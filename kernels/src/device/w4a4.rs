@@ -24,10 +24,7 @@
 //! **Schedule.** Every block reads `offsets[E+1]` itself (no host copy),
 //! clamps each segment into `0..rows` (a bad offset bumps `error_count`),
 //! and walks the tiles `expert -> column tile -> row tile` from a prefix sum
-//! in shared memory; empty experts have no tiles. Blocks are persistent and
-//! stream their tiles' k stages as one sequence: the next tile's first
-//! stages are copied while this one finishes and runs its epilogue (short-K
-//! shapes would otherwise wait for a pipeline fill on every tile).
+//! in shared memory; empty experts have no tiles. Blocks are persistent.
 //!
 //! **Epilogue.** `out = s_a[m] * s_w[e][n] * acc (* row_scale[m])` in f32,
 //! rounded once to f16/bf16; or (baseline) the exact i32 sum.
@@ -113,9 +110,9 @@ unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, c
     }
     sync();
 
-    // Tile `tile`'s place: (expert, first row, end of the expert's rows,
-    // first column); the expert is the last e with tile_pre[e] <= tile.
-    let tile_at = |tile: u32| -> (u32, u32, u32, u32) {
+    let mut tile = bid();
+    while tile < total {
+        // Expert of this tile: the last e with tile_pre[e] <= tile.
         let (mut lo, mut hi) = (0u32, ne);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
@@ -130,115 +127,81 @@ unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, c
         let mtiles = (r1 - r0).div_ceil(BM);
         let local = tile - lds(tile_pre + 4 * e);
         let (nt_i, mt_i) = (local / mtiles, local % mtiles);
-        (e, r0 + mt_i * BM, r1, nt_i * BN)
-    };
-
-    // Stage loader: A then B rows, 8 x 16 bytes each per 256 k, chunk
-    // `part` of row `row` stored at chunk `part ^ 4 (row & 1)`: the
-    // 16-byte reads of two neighbouring rows then hit disjoint banks.
-    let load = |(e, m0, r1, n0): (u32, u32, u32, u32), kt: u32, stage: u32| {
+        let m0 = r0 + mt_i * BM;
+        let n0 = nt_i * BN;
         let b_expert = p.b + e as u64 * p.n as u64 * kb as u64;
-        let sbase = base + stage * stage_bytes;
-        let chunks = (BM + BN) * (BK / 32);
-        let mut c = t0;
-        while c < chunks {
-            let (row, part) = (c / (BK / 32), c % (BK / 32));
-            let kbyte = kt * (BK / 2) + 16 * part;
-            let kvalid = kbyte < kb;
-            let (src, valid) = if row < BM {
-                let r = m0 + row;
-                (p.a + r as u64 * kb as u64 + kbyte as u64, kvalid && r < r1)
-            } else {
-                let n = n0 + row - BM;
-                (b_expert + n as u64 * kb as u64 + kbyte as u64, kvalid && n < p.n)
-            };
-            cp_async16_zfill(sbase + row * (BK / 2) + 16 * (part ^ ((row & 1) << 2)), if valid { src } else { p.b }, valid);
-            c += THREADS;
-        }
-    };
 
-    // The block's tiles bid, bid + grid, ... as one stream of (tile, k
-    // stage) steps: the copies of the next tile's first stages are in
-    // flight while this tile finishes and runs its epilogue.
-    let my_tiles = if bid() < total { (total - bid() - 1) / gdim() + 1 } else { 0 };
-    let steps = my_tiles * nk;
-    // Producer: the step it copies next, and that step's tile.
-    let (mut pj, mut pkt) = (0u32, 0u32);
-    let mut ptile = if my_tiles > 0 { tile_at(bid()) } else { (0, 0, 0, 0) };
-    let mut issue = |stage: u32| {
-        load(ptile, pkt, stage);
-        pkt += 1;
-        if pkt == nk {
-            pkt = 0;
-            pj += 1;
-            if pj < my_tiles {
-                ptile = tile_at(bid() + pj * gdim());
+        // Stage loader: A then B rows, 8 x 16 bytes each per 256 k, chunk
+        // `part` of row `row` stored at chunk `part ^ 4 (row & 1)`: the
+        // 16-byte reads of two neighbouring rows then hit disjoint banks.
+        let load = |kt: u32, stage: u32| {
+            let sbase = base + stage * stage_bytes;
+            let chunks = (BM + BN) * (BK / 32);
+            let mut c = t0;
+            while c < chunks {
+                let (row, part) = (c / (BK / 32), c % (BK / 32));
+                let kbyte = kt * (BK / 2) + 16 * part;
+                let kvalid = kbyte < kb;
+                let (src, valid) = if row < BM {
+                    let r = m0 + row;
+                    (p.a + r as u64 * kb as u64 + kbyte as u64, kvalid && r < r1)
+                } else {
+                    let n = n0 + row - BM;
+                    (b_expert + n as u64 * kb as u64 + kbyte as u64, kvalid && n < p.n)
+                };
+                cp_async16_zfill(
+                    sbase + row * (BK / 2) + 16 * (part ^ ((row & 1) << 2)),
+                    if valid { src } else { p.b },
+                    valid,
+                );
+                c += THREADS;
             }
-        }
-    };
-    let mut s = 0;
-    while s < STAGES - 1 {
-        if s < steps {
-            issue(s);
-        }
-        cp_async_commit();
-        s += 1;
-    }
-    let mut ctile = ptile_first(my_tiles, &tile_at);
-    let mut cj = 0u32;
-    let mut kt = 0u32;
-    let mut acc = [[[0i32; 4]; NJ]; MI];
-    let mut i = 0u32;
-    while i < steps {
-        cp_async_wait::<{ STAGES - 2 }>();
-        sync();
-        let sbase = base + (i % STAGES) * stage_bytes;
-        // This warp's rows: BM/WM * wm + 16 mi + g (+8); columns 8 NJ wn + 8 nj + g.
-        let at = |row: u32, half: u32| sbase + row * (BK / 2) + 16 * ((4 * half + t) ^ ((row & 1) << 2));
-        let mut araw = [[[[0u32; 4]; 2]; MI]; 2];
-        let mut braw = [[[0u32; 4]; NJ]; 2];
-        unroll!(2, |h| {
-            unroll!(MI, |mi| {
-                let row = (BM / WM) * wm + 16 * mi as u32 + g;
-                araw[h][mi][0] = lds_v4(at(row, h as u32));
-                araw[h][mi][1] = lds_v4(at(row + 8, h as u32));
-            });
-            unroll!(NJ, |nj| {
-                let col = 8 * NJ as u32 * wn + 8 * nj as u32 + g;
-                braw[h][nj] = lds_v4(at(BM + col, h as u32));
-            });
-        });
-        // Issue the next stage before the math.
-        let next = i + STAGES - 1;
-        if next < steps {
-            issue(next % STAGES);
-        }
-        cp_async_commit();
-        compute_tile::<MI, NJ>(&mut acc, &araw[0], &braw[0]);
-        compute_tile::<MI, NJ>(&mut acc, &araw[1], &braw[1]);
-        kt += 1;
-        if kt == nk {
-            let (e, m0, r1, n0) = ctile;
-            epilogue::<BM, MI, WM, NJ, OUT>(p, &acc, e, m0, r1, n0);
-            acc = [[[0i32; 4]; NJ]; MI];
-            kt = 0;
-            cj += 1;
-            if cj < my_tiles {
-                ctile = tile_at(bid() + cj * gdim());
-            }
-        }
-        i += 1;
-    }
-    cp_async_wait::<0>();
-}
+        };
 
-/// The block's first tile (nothing when it has none).
-#[inline(always)]
-fn ptile_first(my_tiles: u32, tile_at: &impl Fn(u32) -> (u32, u32, u32, u32)) -> (u32, u32, u32, u32) {
-    if my_tiles > 0 {
-        tile_at(bid())
-    } else {
-        (0, 0, 0, 0)
+        let mut acc = [[[0i32; 4]; NJ]; MI];
+        let mut s = 0;
+        while s < STAGES - 1 {
+            if s < nk {
+                load(s, s);
+            }
+            cp_async_commit();
+            s += 1;
+        }
+        let mut kt = 0;
+        while kt < nk {
+            cp_async_wait::<{ STAGES - 2 }>();
+            sync();
+            let sbase = base + (kt % STAGES) * stage_bytes;
+            // This warp's rows: BM/WM * wm + 16 mi + g (+8); columns 8 NJ wn + 8 nj + g.
+            let at = |row: u32, half: u32| sbase + row * (BK / 2) + 16 * ((4 * half + t) ^ ((row & 1) << 2));
+            let mut araw = [[[[0u32; 4]; 2]; MI]; 2];
+            let mut braw = [[[0u32; 4]; NJ]; 2];
+            unroll!(2, |h| {
+                unroll!(MI, |mi| {
+                    let row = (BM / WM) * wm + 16 * mi as u32 + g;
+                    araw[h][mi][0] = lds_v4(at(row, h as u32));
+                    araw[h][mi][1] = lds_v4(at(row + 8, h as u32));
+                });
+                unroll!(NJ, |nj| {
+                    let col = 8 * NJ as u32 * wn + 8 * nj as u32 + g;
+                    braw[h][nj] = lds_v4(at(BM + col, h as u32));
+                });
+            });
+            // Issue the next stage before the math.
+            let next = kt + STAGES - 1;
+            if next < nk {
+                load(next, next % STAGES);
+            }
+            cp_async_commit();
+            compute_tile::<MI, NJ>(&mut acc, &araw[0], &braw[0]);
+            compute_tile::<MI, NJ>(&mut acc, &araw[1], &braw[1]);
+            kt += 1;
+        }
+        cp_async_wait::<0>();
+        sync(); // all warps done reading before the next tile's prologue
+
+        epilogue::<BM, MI, WM, NJ, OUT>(p, &acc, e, m0, r1, n0);
+        tile += gdim();
     }
 }
 
