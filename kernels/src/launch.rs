@@ -31,9 +31,9 @@ pub const fn fc_slot_bytes(nt: u32) -> u32 {
 }
 
 /// Pipeline depth (slots per warp) of the decode FC kernels with `nt`
-/// column tiles: 5 blocks of 4 warps (NT = 1; 4 slots), 4 blocks (NT = 2,
-/// bound by registers) or 3 (NT = 4) stay resident per SM, with room left
-/// in the 228 KiB for L1. The 8-warp kernels for small batches (`_w8`,
+/// column tiles: 5-6 blocks of 4 warps (NT = 1; 4 slots; shared memory
+/// allows 6, FC2's registers 5), 4 blocks (NT = 2, bound by registers) or 3
+/// (NT = 4) stay resident per SM. The 8-warp kernels for small batches (`_w8`,
 /// NT = 1) take 3 slots: 3 blocks per SM.
 pub const fn fc_stages(nt: u32, warps: u32) -> u32 {
     if nt == 1 && warps == 4 {
@@ -98,4 +98,33 @@ pub const PF_STAGES: u32 = 4;
 /// 512 B of scales, 8 KiB of activations.
 pub const fn pf_smem_bytes() -> u32 {
     PF_STAGES * (4 * 1024 + 512 + PF_COLS * 2 * 64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_follows_the_shortest_longest_queue() {
+        // Qwen3 FC1 at M = 1: 384 tasks of 32 chunks on 396 8-warp blocks:
+        // one task per block, its K split 8 ways.
+        assert_eq!(fc_split(384, 32, 8, 396), (8, 5));
+        // Many tasks: no split (each warp alone), no reduction cost.
+        assert_eq!(fc_split(15360, 112, 8, 396).0, 1);
+        // Fewer chunks than warps: never split past the chunks' use.
+        let (ks, cost) = fc_split(10, 2, 8, 396);
+        assert!(ks <= 2 && cost == 2, "{ks} {cost}");
+        // No tasks: nothing to wait for.
+        assert_eq!(fc_split(0, 32, 4, 660).1, 0);
+    }
+
+    #[test]
+    fn shared_memory_fits_the_blocks_per_sm_the_docs_promise() {
+        let sm = 228 * 1024;
+        let fits = |nt, w| sm / (fc_smem_bytes(nt, w, fc_stages(nt, w)) + 1024);
+        assert_eq!(fits(1, 4), 6); // registers then allow 5-6
+        assert_eq!(fits(1, 8), 3);
+        assert!(fits(2, 4) >= 4);
+        assert_eq!(fits(4, 4), 3);
+    }
 }
