@@ -126,6 +126,19 @@ impl Gpu {
         Ok(n)
     }
 
+    /// An error naming the kernel and the limit if `smem` is more dynamic
+    /// shared memory than a block may have here.
+    fn check_smem(&self, name: &str, smem: u32) -> Result<()> {
+        if smem > self.max_smem {
+            return Err(crate::error::unsupported(
+                format!("shared memory of {name}"),
+                smem,
+                format!("this GPU allows at most {} bytes per block", self.max_smem),
+            ));
+        }
+        Ok(())
+    }
+
     /// Launches `name` with one by-value parameter.
     ///
     /// # Safety
@@ -141,13 +154,7 @@ impl Gpu {
         smem: u32,
         params: P,
     ) -> Result<()> {
-        if smem > self.max_smem {
-            return Err(crate::error::unsupported(
-                format!("shared memory of {name}"),
-                smem,
-                format!("this GPU allows at most {} bytes per block", self.max_smem),
-            ));
-        }
+        self.check_smem(name, smem)?;
         let f = self.func(name)?;
         let p = Param(params);
         let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
@@ -186,13 +193,7 @@ impl Gpu {
         if !pdl {
             return self.launch(stream, name, grid, threads, smem, params);
         }
-        if smem > self.max_smem {
-            return Err(crate::error::unsupported(
-                format!("shared memory of {name}"),
-                smem,
-                format!("this GPU allows at most {} bytes per block", self.max_smem),
-            ));
-        }
+        self.check_smem(name, smem)?;
         let f = self.func(name)?;
         self.ctx.bind_to_thread()?;
         let mut p = params;
