@@ -222,11 +222,15 @@ pub fn decode_variants(
                 stream.synchronize()?;
                 Ok(())
             };
-            if tuning.is_some() && eager().is_err() {
-                graphs.push(None);
-                continue;
-            } else if tuning.is_none() {
-                eager()?;
+            match eager() {
+                Ok(()) => {}
+                // A variant without kernels for this point is skipped; the
+                // defaults must run.
+                Err(_) if tuning.is_some() => {
+                    graphs.push(None);
+                    continue;
+                }
+                Err(e) => return Err(e),
             }
             stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
             for (ids, tw) in &bufs {

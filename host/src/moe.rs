@@ -24,7 +24,8 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, route_smem_bytes, FC_WARPS, PF_COLS, PF_THREADS, ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, route_smem_bytes, FC_WARPS, FC_WARPS_WIDE, PF_COLS, PF_THREADS,
+    ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -210,9 +211,10 @@ impl MoeWeights {
         let gpu = &self.gpu;
         let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
         let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS)))?;
-        let b8 = gpu.resident_blocks(&n8, 256, fc_smem_bytes(1, 8, fc_stages(1, 8)))?;
+        let b8 =
+            gpu.resident_blocks(&n8, 32 * FC_WARPS_WIDE, fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE)))?;
         let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).1 as u64;
-        let c8 = fc_split(tasks, nchunks, 8, b8).1 as u64;
+        let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).1 as u64;
         Ok(100 * c8 < 95 * c4)
     }
 
@@ -286,7 +288,7 @@ impl MoeWeights {
         let (hbuf, _h) = ws.h.device_ptr_mut(stream);
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
-        let nt = ws.tuning.nt.unwrap_or_else(|| column_tiles(m * k, e));
+        let nt = tune.nt.unwrap_or_else(|| column_tiles(m * k, e));
         let mean = (m * k) as f64 / e.min(m * k).max(1) as f64;
         let prefill = match ws.path {
             ForwardPath::Auto => mean >= PREFILL_CROSSOVER,
@@ -365,7 +367,7 @@ impl MoeWeights {
             }
             let wide =
                 nt == 1 && !tune.load_only && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
-            let warps = if wide { 8 } else { FC_WARPS };
+            let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
             let suffix = if tune.load_only {
                 "_ld"
             } else if wide {

@@ -2,10 +2,12 @@
 
 /// Threads of the routing block.
 pub const ROUTE_THREADS: u32 = 1024;
-/// Warps per block of the decode FC kernels by default (8 for the kernels
-/// meant for small batches, `_w8`): the warps split a task's K up to this
-/// many ways.
+/// Warps per block of the decode FC kernels by default: the warps split a
+/// task's K up to this many ways.
 pub const FC_WARPS: u32 = 4;
+/// Warps per block of the decode FC kernels for small batches (`_w8`, one
+/// column tile).
+pub const FC_WARPS_WIDE: u32 = 8;
 /// Threads per W4A4 GEMM block (8 warps).
 pub const GEMM_THREADS: u32 = 256;
 /// Output columns per W4A4 GEMM tile.

@@ -245,12 +245,11 @@ fn bench_cmd(args: &[String]) -> Res {
             ("GPT-OSS-120B", &[16]),
             ("Mixtral-8x7B", &[8, 64]),
         ];
+        let variants = bench::tune_variants(moe4::Tuning::defaults(&gpu));
+        let labels: Vec<&str> = variants.iter().map(|v| v.0).collect();
         let mut all = Vec::new();
-        let mut labels = Vec::new();
         for (name, ms) in points {
             let s = bench::SHAPES.iter().find(|s| s.name == *name).expect("shape");
-            let variants = bench::tune_variants(moe4::Tuning::defaults(&gpu));
-            labels = variants.iter().map(|v| v.0).collect();
             let r = bench::decode_variants(&gpu, &stream, *s, ms, copy, &variants)?;
             for (l, x) in &r {
                 if let Some(x) = x {

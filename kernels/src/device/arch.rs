@@ -164,26 +164,6 @@ pub unsafe fn atomic_add_u32(p: u64, v: u32) -> u32 {
     old
 }
 
-/// `__threadfence()`: orders this thread's memory accesses for the whole GPU.
-#[inline(always)]
-pub fn fence_gpu() {
-    // SAFETY: a memory fence.
-    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
-}
-/// `__syncwarp()` (full mask).
-#[inline(always)]
-pub fn sync_warp() {
-    // SAFETY: the whole warp executes it.
-    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
-}
-/// 4-byte load cached in L2 only (sees other SMs' writes after a fence).
-#[inline(always)]
-pub unsafe fn ldg_u32_cg(p: u64) -> u32 {
-    let v: u32;
-    asm!("ld.global.cg.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly));
-    v
-}
-
 /// `atomicAdd` on a shared u32; returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_shared(a: u32, v: u32) -> u32 {
@@ -209,13 +189,8 @@ pub unsafe fn cp_async4(dst: u32, src: u64) {
     asm!("cp.async.ca.shared.global [{d}], [{s}], 4;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
 }
 /// `cp.async` of 16 bytes through L1 (`.ca`: data other warps of the block
-/// read too).
-#[inline(always)]
-pub unsafe fn cp_async16_ca(dst: u32, src: u64) {
-    asm!("cp.async.ca.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
-}
-/// [`cp_async16_ca`] that reads nothing and writes 16 zero bytes when
-/// `skip` is nonzero (`ignore-src`).
+/// read too); reads nothing and writes 16 zero bytes when `skip` is nonzero
+/// (`ignore-src`).
 #[inline(always)]
 pub unsafe fn cp_async16_ca_or_zero(dst: u32, src: u64, skip: u32) {
     asm!("{{ .reg .pred q; setp.ne.u32 q, {k}, 0; cp.async.ca.shared.global [{d}], [{s}], 16, q; }}",

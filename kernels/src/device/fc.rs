@@ -4,15 +4,13 @@
 //! **Work.** A *task* is (active expert, column group of up to `8 * NT` of
 //! its pairs, 32 weight rows) x all of K, cut into 64-k *chunks*; the number
 //! of tasks is read on the device from the routing output, so nothing waits
-//! for the host. The (task, chunk) sequence is split into equal contiguous
-//! shares, one per warp of the grid (stream-K): every warp streams the same
-//! number of chunks, whatever the number of tasks, so no SM idles while
-//! others finish (1024 tasks on 660 blocks would leave a third of the grid
-//! idle half the time). A warp that covers a whole task runs its epilogue;
-//! a task cut between warps is finished by the last of them to arrive (a
-//! counter per task): it adds the others' partial tiles to its own in warp
-//! order (a fixed order: the output is the same bit for bit on every run)
-//! and runs the epilogue. Warps never wait for each other.
+//! for the host. A block's `WB` warps form groups of `KS` (1, 2, 4 or 8,
+//! chosen on the device by [`crate::launch::fc_split`]: the split with the
+//! shortest longest queue). Each group takes one task per round, its warps
+//! the chunks `kp, kp + KS, ...`; with `KS > 1` the partial tiles are summed
+//! in shared memory in `kp` order (a fixed order: the output is the same
+//! bit for bit on every run) and the group's first warp runs the epilogue.
+//! Small batches split K (few tasks, many warps); large ones do not.
 //!
 //! **Pipeline.** Each warp owns a ring of `S` shared-memory slots. A slot
 //! holds one chunk ([`crate::tile`]): per lane, its 2 x 16 bytes of codes
@@ -23,12 +21,11 @@
 //! past L1, activations through L1: the other tasks of the expert read
 //! them), so a lane waits only for its own copies (`cp.async.wait_group`):
 //! no barrier, no registers held by loads in flight. An empty column (past
-//! the group's last pair) copies row 0 instead: real data whose results
-//! are never stored, so no copy needs a predicate. The producer side of
-//! the warp walks the warp's share `S - 1` chunks ahead of the consumer,
-//! across task boundaries, loading each task's routing record one task
-//! before it needs it; the epilogue's inputs (pairs, routing weights) are
-//! loaded when a task starts.
+//! the group's last pair) reads nothing (`ignore-src` writes zeros). The
+//! producer side of the warp walks its chunks `S - 1` ahead of the
+//! consumer, across task boundaries, loading each task's routing record
+//! one task before it needs it; the epilogue's inputs (pairs, routing
+//! weights) are loaded when a task starts.
 //!
 //! **Math per chunk and 16-row tile:** 4 k-steps, each one packed word
 //! decoded ([`crate::decode`]) to four 16x2 registers, multiplied by the
@@ -374,15 +371,14 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
     if FC1 {
         griddep_wait();
     }
-    let wb = WB;
     let (warp, lane) = (tid() / 32, tid() % 32);
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
-    let ks = fc_split(plan.tasks, plan.nchunks, wb, gdim()).0;
+    let ks = fc_split(plan.tasks, plan.nchunks, WB, gdim()).0;
     let (q, kp) = (warp / ks, warp % ks);
-    let tstep = gdim() * (wb / ks);
-    let first = bid() * (wb / ks) + q;
+    let tstep = gdim() * (WB / ks);
+    let first = bid() * (WB / ks) + q;
     if !FC1 {
         prefetch_first(p, &plan, first, kp, ks);
         griddep_wait();
@@ -393,7 +389,7 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
     }
 
     let slot_bytes = fc_slot_bytes(NT as u32);
-    let red = smem() + wb * S * slot_bytes;
+    let red = smem() + WB * S * slot_bytes;
     let ring = smem() + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + SLOT_SCALES + 4 * lane);
     let mut pf = Producer::<NT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
