@@ -4,11 +4,11 @@
 
 mod common;
 use common::*;
-use half::bf16;
+use half::{bf16, f16};
 use moe4::reference::{moe_layer, Activation};
-use moe4::{ForwardPath, MoeWeights, Workspace};
+use moe4::{ForwardPath, Half, MoeWeights, Tuning, Workspace};
 
-fn forward(
+fn forward_t<T: Half + Copy>(
     w: &MoeWeights,
     ws: &mut Workspace,
     s: &std::sync::Arc<cudarc::driver::CudaStream>,
@@ -18,18 +18,51 @@ fn forward(
 ) -> Vec<f64> {
     let h = w.hidden();
     let m = x.len() / h;
-    let xd = s.clone_htod(&x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
+    let xd = s.clone_htod(&x.iter().map(|&v| T::from_f32(v)).collect::<Vec<_>>()).unwrap();
     let (idd, twd) = (s.clone_htod(ids).unwrap(), s.clone_htod(tw).unwrap());
-    let mut out = s.clone_htod(&vec![bf16::NAN; m * h]).unwrap();
+    let mut out = s.clone_htod(&vec![T::from_f32(f32::NAN); m * h]).unwrap();
     w.forward(ws, s, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut()).unwrap();
-    let got: Vec<f64> = s.clone_dtoh(&out).unwrap().iter().map(|v| v.to_f64()).collect();
+    let got: Vec<f64> = s.clone_dtoh(&out).unwrap().iter().map(|v| v.to_f32() as f64).collect();
     assert!(got.iter().all(|v| v.is_finite()), "unwritten outputs");
     got
 }
 
-fn reference(w: &moe4::nvfp4::Nvfp4Moe, act: Activation, x: &[f32], ids: &[i32], tw: &[f32], topk: usize) -> Vec<f64> {
-    let x16: Vec<f32> = x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+fn forward(
+    w: &MoeWeights,
+    ws: &mut Workspace,
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    x: &[f32],
+    ids: &[i32],
+    tw: &[f32],
+) -> Vec<f64> {
+    forward_t::<bf16>(w, ws, s, x, ids, tw)
+}
+
+fn reference<T: Half>(
+    w: &moe4::nvfp4::Nvfp4Moe,
+    act: Activation,
+    x: &[f32],
+    ids: &[i32],
+    tw: &[f32],
+    topk: usize,
+) -> Vec<f64> {
+    let x16: Vec<f32> = x.iter().map(|&v| T::from_f32(v).to_f32()).collect();
     moe_layer(w, act, &x16, ids, tw, x.len() / w.hidden(), topk).unwrap()
+}
+
+/// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
+/// kernels with 64 and 128 pairs per tile and the `mma.sync` ones; else the
+/// `mma.sync` ones.
+fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
+    let base = Tuning::defaults(gpu);
+    if !gpu.arch().has_wgmma() {
+        return vec![("mma.sync", base)];
+    }
+    vec![
+        ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
+        ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
+        ("mma.sync", Tuning { wgmma: false, ..base }),
+    ]
 }
 
 #[test]
@@ -37,7 +70,8 @@ fn prefill_against_the_reference() {
     let Some(gpu) = gpu("prefill_against_the_reference") else { return };
     let s = gpu.context().default_stream();
     let mut rng = Rng(55);
-    // H = 2880 (not a multiple of the 128-row block: a partial last block).
+    // H = 2880: not a multiple of the 128- or 256-row block (a partial last
+    // block); I = 192 likewise.
     for (e, h, i, topk, act) in [(8, 512, 256, 2, Activation::Silu), (6, 2880, 192, 3, Activation::GPT_OSS)] {
         let layer = random_layer(&mut rng, e, h, i);
         let w = MoeWeights::new(&gpu, &s, &layer, act).unwrap();
@@ -52,10 +86,19 @@ fn prefill_against_the_reference() {
             for p in (0..ids.len()).step_by(7) {
                 ids[p] = -1;
             }
-            let got = forward(&w, &mut ws, &s, &x, &ids, &tw);
-            let err = rel_l2(&got, &reference(&layer, act, &x, &ids, &tw, topk));
-            report(&format!("prefill E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
-            assert!(err < 1e-2, "{err}");
+            let want_bf16 = reference::<bf16>(&layer, act, &x, &ids, &tw, topk);
+            let want_f16 = reference::<f16>(&layer, act, &x, &ids, &tw, topk);
+            for (label, t) in variants(&gpu) {
+                *ws.tuning_mut() = t;
+                let got = forward_t::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+                let err = rel_l2(&got, &want_bf16);
+                report(&format!("prefill {label} bf16 E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
+                assert!(err < 1e-2, "{label} bf16 M={m}: {err}");
+                let got = forward_t::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
+                let err = rel_l2(&got, &want_f16);
+                report(&format!("prefill {label} f16 E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
+                assert!(err < 1e-2, "{label} f16 M={m}: {err}");
+            }
         }
     }
 }
@@ -77,7 +120,7 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     let d = forward(&w, &mut ws, &s, &x, &ids, &tw);
     ws.set_path(ForwardPath::Prefill);
     let p = forward(&w, &mut ws, &s, &x, &ids, &tw);
-    let want = reference(&layer, Activation::Silu, &x, &ids, &tw, topk);
+    let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
     let (ed, ep, edp) = (rel_l2(&d, &want), rel_l2(&p, &want), rel_l2(&p, &d));
     report(&format!("crossover M={m}: decode {ed:.2e}, prefill {ep:.2e}, prefill vs decode {edp:.2e}"));
     assert!(ed < 1e-2 && ep < 1e-2 && edp < 1e-2);
@@ -95,7 +138,7 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     }
     ws.set_path(ForwardPath::Auto);
     let got = forward(&w, &mut ws, &s, &x, &ids, &tw);
-    let err = rel_l2(&got, &reference(&layer, Activation::Silu, &x, &ids, &tw, topk));
+    let err = rel_l2(&got, &reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
     report(&format!("skewed M={m} ({} pairs): rel L2 error {err:.2e}", m * topk));
     assert!(err < 1e-2, "{err}");
     // Bit-reproducible although the router's slot order is not.

@@ -526,6 +526,9 @@ pub struct PrefillResult {
     pub us: f64,
     /// Layer microseconds with the decode kernels forced (at small M).
     pub decode_us: Option<f64>,
+    /// Layer microseconds on the `mma.sync` prefill kernels, where `us`
+    /// ran the `wgmma` ones (sm_90a).
+    pub mma_sync_us: Option<f64>,
     /// Layer TFLOP/s (2 x pairs x 3 x H x I).
     pub tflops: f64,
     /// cuBLAS bf16 TFLOP/s on dense GEMMs of the same FLOPs, same run.
@@ -600,6 +603,15 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         };
         let pf = run(crate::ForwardPath::Prefill, &mut ws)?;
         let dec = if m * shape.topk / shape.e <= 128 { Some(run(crate::ForwardPath::Decode, &mut ws)?) } else { None };
+        let mma_sync = if ws.tuning_mut().wgmma && gpu.arch().has_wgmma() {
+            let defaults = *ws.tuning_mut();
+            ws.tuning_mut().wgmma = false;
+            let t = run(crate::ForwardPath::Prefill, &mut ws);
+            *ws.tuning_mut() = defaults;
+            Some(t?)
+        } else {
+            None
+        };
         ws.set_path(crate::ForwardPath::Auto);
         let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
         let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
@@ -608,6 +620,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             m,
             us: pf * 1e3,
             decode_us: dec.map(|d| d * 1e3),
+            mma_sync_us: mma_sync.map(|d| d * 1e3),
             tflops: flops / (pf * 1e-3) / 1e12,
             cublas_tflops: flops / (cb * 1e-3) / 1e12,
         });
@@ -617,16 +630,18 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
+        let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.2} |",
             x.shape,
             x.m,
             x.us,
             d,
+            ms,
             x.tflops,
             x.cublas_tflops,
             x.tflops / x.cublas_tflops
@@ -641,11 +656,12 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
                 x.shape,
                 x.m,
                 x.us,
                 x.decode_us.map_or("null".into(), |d| format!("{d:.3}")),
+                x.mma_sync_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.tflops,
                 x.cublas_tflops
             )

@@ -12,11 +12,13 @@
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
 //!
 //! Steps 2-3 run the **decode** kernels (`moe_fc*`: a few pairs per expert,
-//! bandwidth-bound) or the **prefill** kernels (`moe_pf*`: 64 pairs per
-//! weight tile, tensor-core bound), chosen from the mean number of pairs
-//! per expert against a crossover measured on the H200
-//! ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it. Both read
-//! the same copy of the weights.
+//! bandwidth-bound) or the **prefill** kernels (tensor-core bound), chosen
+//! from the mean number of pairs per expert against a crossover measured on
+//! the H200 ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it.
+//! The prefill kernels are `moe_pfw*` on sm_90a (`wgmma`, 256 weight rows x
+//! 64 or 128 pairs per tile, 128 from [`WIDE_PREFILL_PAIRS`] mean pairs per
+//! expert) and `moe_pf*` elsewhere (`mma.sync`, 128 x 64). All read the
+//! same copy of the weights.
 
 use crate::dtype::Half;
 use crate::error::{shape, unsupported, Error, Result};
@@ -24,8 +26,8 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, route_smem_bytes, FC_WARPS, FC_WARPS_WIDE, PF_COLS, PF_THREADS,
-    ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_smem_bytes, FC_WARPS, FC_WARPS_WIDE,
+    PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
 use std::sync::Arc;
@@ -35,6 +37,12 @@ pub const MAX_PAIRS: usize = 1 << 20;
 /// Mean pairs per active expert from which `forward` takes the prefill
 /// kernels (measured on the H200, see docs/gpu-results.md).
 pub const PREFILL_CROSSOVER: f64 = 24.0;
+/// Mean pairs per active expert from which the `wgmma` prefill kernels
+/// take 128 pairs per tile instead of 64 (fewer than 3/4 of the columns of
+/// the wider tile would be used below it).
+pub const WIDE_PREFILL_PAIRS: f64 = 96.0;
+/// Widest column group any prefill kernel routes (pairs per tile).
+const MAX_GROUP: usize = 128;
 
 /// Which kernels `forward` runs for FC1/FC2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,12 +98,26 @@ pub struct Tuning {
     /// Stop after this many of the four launches (route, FC1, FC2,
     /// combine): 4 = the whole layer.
     pub launches: u32,
+    /// Prefill on the `wgmma` kernels where the build has them (sm_90a);
+    /// `false`: the `mma.sync` ones.
+    pub wgmma: bool,
+    /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
+    /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
+    pub wgmma_cols: Option<u32>,
 }
 
 impl Tuning {
     /// What `forward` runs on `gpu` unless told otherwise.
     pub fn defaults(gpu: &crate::Gpu) -> Tuning {
-        Tuning { pdl: gpu.programmatic_launch(), wide: None, load_only: false, nt: None, launches: 4 }
+        Tuning {
+            pdl: gpu.programmatic_launch(),
+            wide: None,
+            load_only: false,
+            nt: None,
+            launches: 4,
+            wgmma: gpu.arch().has_wgmma(),
+            wgmma_cols: None,
+        }
     }
 }
 
@@ -115,8 +137,8 @@ impl Workspace {
             ));
         }
         // Column-group tables: each active expert's last group may be
-        // partly empty (up to PF_COLS - 1 unused columns).
-        let group_slots = pairs + pairs.min(weights.experts) * (PF_COLS as usize - 1);
+        // partly empty (up to MAX_GROUP - 1 unused columns).
+        let group_slots = pairs + pairs.min(weights.experts) * (MAX_GROUP - 1);
         Ok(Workspace {
             path: ForwardPath::Auto,
             tuning: Tuning::defaults(&weights.gpu),
@@ -295,6 +317,16 @@ impl MoeWeights {
             ForwardPath::Decode => false,
             ForwardPath::Prefill => true,
         };
+        // The wgmma prefill kernels' pairs per tile (None: mma.sync ones).
+        let wg_cols = if prefill && tune.wgmma && gpu.arch().has_wgmma() {
+            match tune.wgmma_cols {
+                Some(c @ (64 | 128)) => Some(c),
+                Some(c) => return Err(unsupported("wgmma prefill pairs per tile", c, "must be 64 or 128")),
+                None => Some(if mean >= WIDE_PREFILL_PAIRS { 128 } else { 64 }),
+            }
+        } else {
+            None
+        };
         let route = RouteParams {
             topk_ids: ids_ptr,
             topk_weights: tw_ptr,
@@ -307,7 +339,11 @@ impl MoeWeights {
             group_w,
             pairs,
             n_experts: e as u32,
-            group: if prefill { PF_COLS } else { 8 * nt as u32 },
+            group: match (prefill, wg_cols) {
+                (true, Some(c)) => c,
+                (true, None) => PF_COLS,
+                (false, _) => 8 * nt as u32,
+            },
             pad: 0,
         };
         // SAFETY: the buffers were checked above to hold what RouteParams
@@ -362,6 +398,9 @@ impl MoeWeights {
         };
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
+            if let Some(c) = wg_cols {
+                return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));
+            }
             if prefill {
                 return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));
             }

@@ -11,6 +11,9 @@ pub enum Arch {
     Sm89,
     /// Hopper (9.0) and, by JIT, any newer GPU without its own build.
     Sm90,
+    /// Hopper (9.0), arch-specific: adds the `wgmma` prefill kernels. The
+    /// build a 9.0 device gets by default.
+    Sm90a,
     /// Blackwell datacenter (10.0), arch-specific.
     Sm100a,
     /// Blackwell consumer (12.0), arch-specific.
@@ -23,6 +26,7 @@ impl Arch {
         match self {
             Arch::Sm89 => include_str!("../ptx/sm_89.ptx"),
             Arch::Sm90 => include_str!("../ptx/sm_90.ptx"),
+            Arch::Sm90a => include_str!("../ptx/sm_90a.ptx"),
             Arch::Sm100a => include_str!("../ptx/sm_100a.ptx"),
             Arch::Sm120a => include_str!("../ptx/sm_120a.ptx"),
         }
@@ -33,14 +37,18 @@ impl Arch {
         match self {
             Arch::Sm89 => "sm_89",
             Arch::Sm90 => "sm_90",
+            Arch::Sm90a => "sm_90a",
             Arch::Sm100a => "sm_100a",
             Arch::Sm120a => "sm_120a",
         }
     }
 
-    /// Parses `sm_89`, `sm_90`, `sm_100a`, `sm_120a`.
+    /// Every build, oldest first.
+    pub const ALL: [Arch; 5] = [Arch::Sm89, Arch::Sm90, Arch::Sm90a, Arch::Sm100a, Arch::Sm120a];
+
+    /// Parses `sm_89`, `sm_90`, `sm_90a`, `sm_100a`, `sm_120a`.
     pub fn from_name(s: &str) -> Option<Arch> {
-        [Arch::Sm89, Arch::Sm90, Arch::Sm100a, Arch::Sm120a].into_iter().find(|a| a.name() == s)
+        Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
     /// The build for a device of compute capability `major.minor`: its own
@@ -48,6 +56,7 @@ impl Arch {
     /// Below 8.9 there is none (the E4M3 convert needs sm_89).
     pub fn for_capability(major: i32, minor: i32) -> Result<Arch> {
         match (major, minor) {
+            (9, 0) => Ok(Arch::Sm90a),
             (10, 0) => Ok(Arch::Sm100a),
             (12, 0) => Ok(Arch::Sm120a),
             (m, _) if m >= 9 => Ok(Arch::Sm90),
@@ -61,6 +70,11 @@ impl Arch {
     pub fn native_int4_mma(self) -> bool {
         self == Arch::Sm89
     }
+
+    /// True where the build has the `wgmma` prefill kernels (`moe_pfw*`).
+    pub fn has_wgmma(self) -> bool {
+        self == Arch::Sm90a
+    }
 }
 
 #[cfg(test)]
@@ -70,7 +84,8 @@ mod tests {
     #[test]
     fn capability_picks_a_build() {
         assert_eq!(Arch::for_capability(8, 9).unwrap(), Arch::Sm89);
-        assert_eq!(Arch::for_capability(9, 0).unwrap(), Arch::Sm90);
+        assert_eq!(Arch::for_capability(9, 0).unwrap(), Arch::Sm90a);
+        assert_eq!(Arch::for_capability(9, 1).unwrap(), Arch::Sm90);
         assert_eq!(Arch::for_capability(10, 0).unwrap(), Arch::Sm100a);
         assert_eq!(Arch::for_capability(10, 3).unwrap(), Arch::Sm90);
         assert_eq!(Arch::for_capability(12, 0).unwrap(), Arch::Sm120a);
@@ -81,7 +96,7 @@ mod tests {
 
     #[test]
     fn every_build_is_embedded_and_has_the_kernels() {
-        for a in [Arch::Sm89, Arch::Sm90, Arch::Sm100a, Arch::Sm120a] {
+        for a in Arch::ALL {
             let ptx = a.ptx();
             assert!(ptx.contains(&format!(".target {}", a.name())), "{}", a.name());
             for k in [
@@ -95,6 +110,9 @@ mod tests {
                 assert!(ptx.contains(&format!(".entry {k}(")), "{} lacks {k}", a.name());
             }
             assert_eq!(Arch::from_name(a.name()), Some(a));
+            for k in ["moe_pfw1_bf16_n128", "moe_pfw2_f16_n64"] {
+                assert_eq!(ptx.contains(&format!(".entry {k}(")), a.has_wgmma(), "{} and {k}", a.name());
+            }
         }
     }
 }

@@ -102,6 +102,23 @@ pub const fn pf_smem_bytes() -> u32 {
     PF_STAGES * (4 * 1024 + 512 + PF_COLS * 2 * 64)
 }
 
+/// Threads per `wgmma` prefill block (sm_90a): two warpgroups, 8 warps,
+/// one 32-row task each (256 weight rows per tile).
+pub const PFW_THREADS: u32 = 256;
+/// Pipeline stages of the `wgmma` prefill kernels.
+pub const PFW_STAGES: u32 = 5;
+/// Bytes of one `wgmma` prefill stage with `cols` pairs per tile: the
+/// activations (`cols` rows of 128 bytes, first: 1024-byte aligned), the
+/// codes of 8 tasks (8 KiB), their scales (1 KiB).
+pub const fn pfw_stage_bytes(cols: u32) -> u32 {
+    cols * 128 + 8 * 1024 + 8 * 128
+}
+/// Dynamic shared memory of a `wgmma` prefill block: the stages and 1 KiB
+/// to align them.
+pub const fn pfw_smem_bytes(cols: u32) -> u32 {
+    PFW_STAGES * pfw_stage_bytes(cols) + 1024
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +145,10 @@ mod tests {
         assert_eq!(fits(1, 8), 3);
         assert!(fits(2, 4) >= 4);
         assert_eq!(fits(4, 4), 3);
+        // wgmma prefill: one block per SM, stages stay 1024-byte aligned.
+        for cols in [64, 128] {
+            assert!(pfw_smem_bytes(cols) <= 227 * 1024);
+            assert_eq!(pfw_stage_bytes(cols) % 1024, 0);
+        }
     }
 }

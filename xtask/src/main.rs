@@ -19,6 +19,7 @@ use std::process::{Command, ExitCode};
 const ARCHS: &[(&str, &str, &str)] = &[
     ("sm_89", "sm_89", "+ptx81"),
     ("sm_90", "sm_90", "+ptx81"),
+    ("sm_90a", "sm_90a", "+ptx81"),
     ("sm_100a", "sm_100a", "+ptx86"),
     ("sm_120a", "sm_120a", "+ptx87"),
 ];

@@ -183,6 +183,13 @@ pub unsafe fn cp_async16_zfill(dst: u32, src: u64, valid: bool) {
     let n: u32 = if valid { 16 } else { 0 };
     asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) n, options(nostack));
 }
+/// `cp.async` of 4 bytes global -> shared through L1 (`.ca`), or 4 zero
+/// bytes (reading nothing) when `!valid`.
+#[inline(always)]
+pub unsafe fn cp_async4_zfill(dst: u32, src: u64, valid: bool) {
+    let n: u32 = if valid { 4 } else { 0 };
+    asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) n, options(nostack));
+}
 /// `cp.async` of 4 bytes global -> shared, through L1 (`.ca`).
 #[inline(always)]
 pub unsafe fn cp_async4(dst: u32, src: u64) {

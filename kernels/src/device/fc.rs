@@ -466,7 +466,7 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize>(
     let inter = p.rows / 2;
     unroll!(MTILES, |mt| {
         let ch = 16 * r + 8 * mt as u32 + g;
-        unroll!(NT, |j| {
+        unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
                 if col < n_grp {
@@ -522,7 +522,8 @@ pub(super) unsafe fn store_y<const NT: usize>(
 }
 
 /// FC2 epilogue with the pairs and routing weights loaded here from the
-/// group's slots (prefill).
+/// group's slots (prefill), for up to 8 column tiles at a time (the
+/// `wgmma` kernels' 16 would not fit in registers beside the accumulators).
 #[inline(always)]
 pub(super) unsafe fn epilogue_fc2<const NT: usize>(
     p: &FcParams,
@@ -533,18 +534,31 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
     n_grp: u32,
     post: f32,
 ) {
-    let t = tid() % 4;
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
     let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    let mut pair = [[u32::MAX; 2]; NT];
-    let mut scale = [[0f32; 2]; NT];
-    unroll!(NT, |j| unroll!(2, |u| {
-        let col = 8 * j as u32 + 2 * t + u as u32;
-        if col < n_grp {
-            pair[j][u] = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
-            scale[j][u] = ldg_f32(p.topk_weights + 4 * pair[j][u] as u64) * a2;
-        }
-    }));
-    store_y::<NT>(p, acc, r, &pair, &scale);
+    unroll!(NT.div_ceil(8), |h| {
+        let mut pair = [[u32::MAX; 2]; 8];
+        let mut scale = [[0f32; 2]; 8];
+        unroll!(8, |jj| unroll!(2, |u| {
+            let col = 8 * (8 * h + jj) as u32 + 2 * t + u as u32;
+            if 8 * h + jj < NT && col < n_grp {
+                pair[jj][u] = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
+                scale[jj][u] = ldg_f32(p.topk_weights + 4 * pair[jj][u] as u64) * a2;
+            }
+        }));
+        unroll!(8, |jj| unroll!(2, |u| {
+            let j = 8 * h + jj;
+            if j < NT && pair[jj][u] != u32::MAX {
+                let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
+                unroll!(MTILES, |mt| {
+                    let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
+                    stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
+                    stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
+                });
+            }
+        }));
+    });
 }
 
 macro_rules! fc_kernels {

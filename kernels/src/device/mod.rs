@@ -5,7 +5,9 @@
 //! |---|---|
 //! | [`route`] | `moe_route`: group (token, k) pairs by expert |
 //! | [`fc`] | `moe_fc1_*`, `moe_fc2_*`: NVFP4 streaming GEMMs (decode path) |
-//! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs |
+//! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs (`mma.sync`) |
+//! | `prefill_wg` | `moe_pfw*`: prefill grouped GEMMs on `wgmma` (sm_90a builds) |
+//! | `wgmma` | the `wgmma` instruction, fences, descriptors (sm_90a builds) |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
 //! | [`smoke`] | `smoke_*`: single-instruction checks against the CPU |
@@ -57,12 +59,30 @@ macro_rules! unroll {
     }};
 }
 
+/// `unroll16!(N, |i| body)`: [`unroll!`] for N <= 16 (the `wgmma` prefill
+/// kernels' 16 column tiles): the body is expanded twice as often, so only
+/// loops that may need it use this one.
+macro_rules! unroll16 {
+    ($n:expr, |$i:ident| $body:expr) => {{
+        const { assert!($n <= 16) };
+        unroll!(if $n < 8 { $n } else { 8 }, |$i| $body);
+        unroll!(($n as usize).saturating_sub(8), |lo| {
+            let $i: usize = 8 + lo;
+            $body
+        });
+    }};
+}
+
 pub mod arch;
 pub mod combine;
 pub mod fc;
 pub mod peak;
 pub mod prefill;
+#[cfg(moe4_arch = "sm_90a")]
+pub mod prefill_wg;
 pub mod route;
 pub mod smoke;
 pub mod util;
 pub mod w4a4;
+#[cfg(moe4_arch = "sm_90a")]
+pub mod wgmma;

@@ -1,0 +1,207 @@
+//! `moe_pfw1_*`, `moe_pfw2_*`: the prefill grouped GEMMs on Hopper's
+//! warpgroup MMA (`wgmma`, sm_90a builds).
+//!
+//! **Tile.** A block is two warpgroups (8 warps) and computes 256 weight
+//! rows (8 tasks of the [`crate::tile`] layout, one per warp) x `COLS`
+//! (64 or 128) of an expert's pairs. As in the `mma.sync` prefill kernels
+//! the weights are the A operand: each warp decodes its task's 32 rows per
+//! 64-k chunk into registers (the `mma.m16n8k16` A fragments, which are
+//! `wgmma`'s A-from-registers fragments too), and warpgroup `w` issues, per
+//! k-step, two `m64 x COLS x k16` `wgmma`s (the two 16-row tiles of its
+//! four tasks). The activations are B, read by `wgmma` from shared memory.
+//!
+//! **The k permutation.** The weight layout gives lane `t` the k
+//! `16t + 4s .. 16t + 4s + 4` of k-step `s`; B must follow. Word `8t + m`
+//! (k `16t + 2m`, `+1`) of an activation row's 64-k chunk therefore goes to
+//! word `4m + t` of the row in shared memory (a 4 x 8 transpose of 4-byte
+//! words): the 32 bytes that k-step `s` reads (words `8s .. 8s + 8`) are
+//! then exactly the pairs its A fragments hold, in `wgmma`'s k order. The
+//! copies are 4-byte `cp.async`s (32 contiguous bytes of a row per 8 lanes,
+//! 32 distinct banks per warp), into rows of 128 bytes with the 128-byte
+//! swizzle the descriptor names ([`super::wgmma::desc_sw128`]).
+//!
+//! **Pipeline.** Per chunk a stage holds the activations, the 8 tasks'
+//! codes (8 KiB) and scales (1 KiB); [`PFW_STAGES`] stages, loads issued
+//! `PFW_STAGES - 2` chunks ahead. Each k-step's A registers are reused four
+//! groups later (`wgmma.wait_group 3` before they are rewritten), so the
+//! decode of the next k-steps overlaps the running `wgmma`s; a barrier per
+//! chunk (after which every warpgroup has retired the chunk two back) frees
+//! the stage the next loads overwrite.
+//!
+//! **Work and epilogues** as the `mma.sync` prefill kernels
+//! ([`super::prefill`]): tiles = (column group of an active expert, 256-row
+//! block), blocks persistent; FC1 writes h with the gated activation, FC2
+//! alpha2 x routing weight x acc to y.
+
+use super::arch::*;
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales};
+use super::wgmma;
+use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
+use crate::launch::{pfw_stage_bytes, PFW_STAGES, PFW_THREADS};
+use crate::params::FcParams;
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
+
+const WARPS: u32 = PFW_THREADS / 32;
+const STAGES: u32 = PFW_STAGES;
+const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
+
+#[inline(always)]
+unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(p: &FcParams) {
+    const { assert!(RPT * 32 == NT * 8) };
+    let cols = 8 * NT as u32;
+    let x_bytes = cols * 128;
+    let stage_bytes = pfw_stage_bytes(cols);
+    // Programmatic dependent launch: the previous kernel in the stream is
+    // complete (its writes visible) after this; then let the next launch.
+    griddep_wait();
+    griddep_launch_dependents();
+    let t0 = tid();
+    let (warp, lane) = (t0 / 32, t0 % 32);
+    let groups = ldg_u32_coherent(p.n_active + 4);
+    let tpe = p.rows / TASK_ROWS as u32;
+    let tpb = tpe.div_ceil(WARPS); // 256-row blocks per expert
+    let nchunks = p.k / KCHUNK as u32;
+    let tiles = groups * tpb;
+    let base = (smem() + 1023) & !1023;
+    let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
+    // This thread's activation copies: rows `rsub + 32 i`, global words
+    // `m + 8 jj` of each row's chunk -> shared word `4 m + jj` (piece `m`
+    // swizzled), `jj` rotated by row so a warp's 32 stores hit 32 banks.
+    let (m, rsub) = (t0 % 8, t0 / 8);
+    let rot = rsub % 4;
+    let xdst0 = rsub * 128 + 16 * (m ^ (rsub % 8));
+
+    let mut tile = bid();
+    while tile < tiles {
+        let (gi, rb) = (tile / tpb, tile % tpb);
+        let rec = p.groups + 16 * gi as u64;
+        let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
+        // Tasks of this block; warps past the expert's rows multiply zeros
+        // (a warpgroup with none skips its wgmmas).
+        let task0 = rb * WARPS;
+        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
+        let wg_busy = (warp / 4) * 4 < ntask;
+        let code0 = p.codes + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64;
+        let scale0 = p.scales + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64;
+        let mut xrow = [0u64; RPT];
+        unroll!(RPT, |i| {
+            let r = rsub + 32 * i as u32;
+            if r < n_cols {
+                let slot = slot0 + r;
+                let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+                xrow[i] = p.input + 2 * row as u64 * p.k as u64 + 4 * m as u64;
+            }
+        });
+
+        let load = |c: u32, stage: u32| {
+            let sb = base + stage * stage_bytes;
+            unroll!(RPT, |i| {
+                unroll!(4, |j| {
+                    let jj = (j as u32 + rot) % 4;
+                    let valid = xrow[i] != 0;
+                    let src = xrow[i] + (c * 128 + 32 * jj) as u64;
+                    cp_async4_zfill(sb + xdst0 + 4096 * i as u32 + 4 * jj, if valid { src } else { p.input }, valid);
+                });
+            });
+            // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
+            unroll!(2, |q| {
+                let idx = t0 + PFW_THREADS * q as u32;
+                let task = idx / 64;
+                let valid = task < ntask;
+                let src = code0
+                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_CODE_BYTES as u64
+                    + 16 * (idx % 64) as u64;
+                cp_async16_zfill(sb + x_bytes + 16 * idx, if valid { src } else { p.codes }, valid);
+            });
+            if t0 < 64 {
+                let task = t0 / 8;
+                let valid = task < ntask;
+                let src = scale0
+                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_SCALE_BYTES as u64
+                    + 16 * (t0 % 8) as u64;
+                cp_async16_zfill(sb + x_bytes + CODE_BYTES + 16 * t0, if valid { src } else { p.scales }, valid);
+            }
+        };
+
+        let mut acc = [[[0f32; 4]; NT]; MTILES];
+        let mut s = 0;
+        while s < STAGES - 2 {
+            if s < nchunks {
+                load(s, s);
+            }
+            cp_async_commit();
+            s += 1;
+        }
+        let mut c = 0;
+        while c < nchunks {
+            cp_async_wait::<{ STAGES - 3 }>();
+            wgmma::fence_proxy_async();
+            sync();
+            let next = c + STAGES - 2;
+            if next < nchunks {
+                load(next, next % STAGES);
+            }
+            cp_async_commit();
+            if wg_busy {
+                let sb = base + (c % STAGES) * stage_bytes;
+                let cb = sb + x_bytes + warp * 1024;
+                let wa = [lds_v4(cb + 16 * lane), lds_v4(cb + 512 + 16 * lane)];
+                let sc = lane_scales::<BF16>(lds(sb + x_bytes + CODE_BYTES + warp * 128 + 4 * lane));
+                unroll!(4, |st| {
+                    // The A registers of this k-step in the previous chunk
+                    // are free once at most 3 groups are in flight.
+                    wgmma::wait::<3>();
+                    let a0 = dequant_step::<BF16>(wa[0][st], sc[0][0], sc[0][1]);
+                    let a1 = dequant_step::<BF16>(wa[1][st], sc[1][0], sc[1][1]);
+                    wgmma::fence();
+                    let desc = wgmma::desc_sw128(sb + 32 * st as u32);
+                    wgmma::mma::<BF16, NT>(&mut acc[0], a0, desc, true);
+                    wgmma::mma::<BF16, NT>(&mut acc[1], a1, desc, true);
+                    wgmma::commit();
+                });
+            }
+            c += 1;
+        }
+        wgmma::wait::<0>();
+        cp_async_wait::<0>();
+        if warp < ntask {
+            let r = task0 + warp;
+            if FC1 {
+                epilogue_fc1::<BF16, NT>(p, &acc, e, r, slot0, n_cols, post);
+            } else {
+                epilogue_fc2::<NT>(p, &acc, e, r, slot0, n_cols, post);
+            }
+        }
+        // Every warpgroup's reads of the stages are done before the next
+        // tile's first loads.
+        sync();
+        tile += gdim();
+    }
+}
+
+macro_rules! pfw_kernels {
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal;)*) => {$(
+        /// `wgmma` prefill GEMM instance `(FC1?, bf16?, column tiles)`; see
+        /// the module docs.
+        ///
+        /// # Safety
+        /// `p` as [`FcParams`] documents, routed with `group = 8 * NT`;
+        /// [`PFW_THREADS`] threads, `pfw_smem_bytes(8 * NT)` bytes of
+        /// dynamic shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
+            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p)
+        }
+    )*};
+}
+
+pfw_kernels! {
+    moe_pfw1_bf16_n128: true, true, 16;
+    moe_pfw1_f16_n128: true, false, 16;
+    moe_pfw2_bf16_n128: false, true, 16;
+    moe_pfw2_f16_n128: false, false, 16;
+    moe_pfw1_bf16_n64: true, true, 8;
+    moe_pfw1_f16_n64: true, false, 8;
+    moe_pfw2_bf16_n64: false, true, 8;
+    moe_pfw2_f16_n64: false, false, 8;
+}
