@@ -51,6 +51,10 @@ if want sanitize; then
     step memcheck-decode 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-decode" sanitizer_case
     step racecheck-decode 300 "$S" --tool racecheck --error-exitcode 1 "$B/test-decode" sanitizer_case
     step memcheck-w4a4 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-w4a4" malformed_offsets
+    step memcheck-w4a4-tiles 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
+    step racecheck-w4a4-tiles 300 "$S" --tool racecheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
+    step synccheck-w4a4-tiles 300 "$S" --tool synccheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
+    step memcheck-prefill 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-prefill" prefill_sanitizer_case
   else
     echo "compute-sanitizer not found" | tee -a "$O/summary.txt"; status=1
   fi

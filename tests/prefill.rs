@@ -145,3 +145,26 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     let again = forward(&w, &mut ws, &s, &x, &ids, &tw);
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "prefill output changed between runs");
 }
+
+/// A small prefill case for compute-sanitizer (`scripts/gpu-run.sh
+/// sanitize`): every kernel variant once, partial tiles in rows and columns.
+#[test]
+fn prefill_sanitizer_case() {
+    let Some(gpu) = gpu("prefill_sanitizer_case") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(77);
+    let (e, h, i, topk, m) = (4, 320, 192, 2, 150);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, m, topk).unwrap();
+    ws.set_path(ForwardPath::Prefill);
+    let x = rng.vec(m * h, 1.0);
+    let (ids, tw) = routing(&mut rng, m, e, topk);
+    let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
+    for (label, t) in variants(&gpu) {
+        *ws.tuning_mut() = t;
+        let err = rel_l2(&forward(&w, &mut ws, &s, &x, &ids, &tw), &want);
+        report(&format!("prefill sanitizer case {label}: rel L2 error {err:.2e}"));
+        assert!(err < 1e-2, "{label}: {err}");
+    }
+}

@@ -2,7 +2,8 @@
 //! CPU: exact integer sums, scaled outputs, bit-exact quantization, ragged
 //! experts (0, 1, 7, 300 rows; 0..36 rows: every tile height 16..128), one
 //! row, K = 2880, N not a multiple of the
-//! tile, malformed offsets; the sm_89 build (native s4 mma) too.
+//! tile, malformed offsets; the sm_89 build (native s4 mma) too, and on
+//! sm_90a both the `wgmma` and the `mma.sync` kernels.
 
 mod common;
 use common::*;
@@ -48,9 +49,19 @@ fn problem(rng: &mut Rng, counts: &[usize], n: usize, k: usize, with_row_scale: 
     }
 }
 
+/// Runs `p` on every GEMM kernel family the build has for its tiles: on
+/// sm_90a the `wgmma` kernels (128-row tiles) and the `mma.sync` ones.
 fn run<T: Half>(gpu: &Arc<Gpu>, p: &Problem, label: &str) {
+    run_on::<T>(gpu, p, label, true);
+    if gpu.arch().has_wgmma() {
+        run_on::<T>(gpu, p, &format!("{label}, mma.sync"), false);
+    }
+}
+
+fn run_on<T: Half>(gpu: &Arc<Gpu>, p: &Problem, label: &str, wgmma: bool) {
     let s = gpu.context().default_stream();
-    let api = W4A4::new(gpu, &s).unwrap();
+    let mut api = W4A4::new(gpu, &s).unwrap();
+    api.set_wgmma(wgmma);
     let (a, b) = (s.clone_htod(&p.a).unwrap(), s.clone_htod(&p.b).unwrap());
     let (sa, sw) = (s.clone_htod(&p.s_a).unwrap(), s.clone_htod(&p.s_w).unwrap());
     let off = s.clone_htod(&p.offsets).unwrap();
@@ -157,6 +168,18 @@ fn quantizer_is_bit_exact() {
         one!(bf16);
         one!(f16);
     }
+}
+
+/// 128-row tiles (the `wgmma` kernels on sm_90a): ragged segments that end
+/// mid-tile, an empty expert, N not a multiple of 128, K = 2880 (a partial
+/// last 256-k stage), 12 stages through the 4-deep ring.
+#[test]
+fn wgmma_tiles_exact_and_scaled() {
+    let Some(gpu) = gpu("wgmma_tiles_exact_and_scaled") else { return };
+    let mut rng = Rng(9);
+    let p = problem(&mut rng, &[300, 0, 129, 517], 264, 2880, true);
+    run::<bf16>(&gpu, &p, "128-row tiles 300/0/129/517, N=264 K=2880");
+    run::<f16>(&gpu, &p, "128-row tiles 300/0/129/517, N=264 K=2880");
 }
 
 #[test]

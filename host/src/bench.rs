@@ -368,6 +368,9 @@ pub struct W4A4Result {
     /// The seed's full design: the baseline plus its blocking copy of the
     /// expert offsets to the host before each call.
     pub seed_us: f64,
+    /// The fused GEMM on the `mma.sync` kernels, where `fused_us` ran the
+    /// `wgmma` ones (sm_90a).
+    pub mma_sync_us: Option<f64>,
     /// Fused TOPS.
     pub tops: f64,
     /// Fused over the same-run s8 peak.
@@ -382,7 +385,7 @@ pub fn w4a4(
     rows_list: &[usize],
     s8_peak: f64,
 ) -> Result<Vec<W4A4Result>> {
-    let api = W4A4::new(gpu, stream)?;
+    let mut api = W4A4::new(gpu, stream)?;
     let mut res = Vec::new();
     for (gemm, n, k) in [("FC1", 2 * shape.i, shape.h), ("FC2", shape.h, shape.i)] {
         let e = shape.e;
@@ -418,6 +421,15 @@ pub fn w4a4(
                 api.gemm_i32(stream, &args, &mut acc.as_view_mut())?;
                 api.dequant_baseline(stream, &acc.as_view(), &sav, &swv, &ov, n, &mut out.as_view_mut())
             })?;
+            // The mma.sync kernels' time where 128-row tiles ran on wgmma.
+            let mma_sync = if gpu.arch().has_wgmma() {
+                api.set_wgmma(false);
+                let t = time_ms(stream, 2, 10, || api.gemm(stream, &args, &mut out.as_view_mut()));
+                api.set_wgmma(true);
+                Some(t? * 1e3)
+            } else {
+                None
+            };
             let tops = 2.0 * rows as f64 * n as f64 * k as f64 / (fused * 1e-3) / 1e12;
             res.push(W4A4Result {
                 shape: shape.name,
@@ -428,6 +440,7 @@ pub fn w4a4(
                 fused_us: fused * 1e3,
                 baseline_us: base * 1e3,
                 seed_us: seed * 1e3,
+                mma_sync_us: mma_sync,
                 tops,
                 of_peak: tops / s8_peak,
             });
@@ -457,13 +470,13 @@ pub fn decode_table(r: &[DecodeResult], copy_gbps: f64) -> String {
 /// Formats W4A4 results as a Markdown table.
 pub fn w4a4_table(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
     let mut s = format!(
-        "mma.sync peaks (same run): s8 {:.0} TOPS, s4 {:.0} TOPS, f16 {:.0} TFLOP/s\n\n| shape | GEMM | rows | N | K | fused µs | 2-kernel µs | speedup | + D2H offsets µs | speedup | TOPS | of s8 peak |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "mma.sync peaks (same run): s8 {:.0} TOPS, s4 {:.0} TOPS, f16 {:.0} TFLOP/s\n\n| shape | GEMM | rows | N | K | fused µs | 2-kernel µs | speedup | + D2H offsets µs | speedup | TOPS | of s8 peak | fused on mma.sync µs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         peaks.0, peaks.1, peaks.2
     );
     for x in r {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.0} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.0} | {:.2} | {} |",
             x.shape,
             x.gemm,
             x.rows,
@@ -475,7 +488,8 @@ pub fn w4a4_table(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
             x.seed_us,
             x.seed_us / x.fused_us,
             x.tops,
-            x.of_peak
+            x.of_peak,
+            x.mma_sync_us.map_or("-".into(), |t| format!("{t:.1}"))
         );
     }
     s
@@ -501,8 +515,18 @@ pub fn w4a4_json(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"gemm\":\"{}\",\"rows\":{},\"n\":{},\"k\":{},\"fused_us\":{:.3},\"baseline_us\":{:.3},\"seed_us\":{:.3},\"tops\":{:.1},\"of_s8_peak\":{:.4}}}",
-                x.shape, x.gemm, x.rows, x.n, x.k, x.fused_us, x.baseline_us, x.seed_us, x.tops, x.of_peak
+                "{{\"shape\":\"{}\",\"gemm\":\"{}\",\"rows\":{},\"n\":{},\"k\":{},\"fused_us\":{:.3},\"baseline_us\":{:.3},\"seed_us\":{:.3},\"mma_sync_us\":{},\"tops\":{:.1},\"of_s8_peak\":{:.4}}}",
+                x.shape,
+                x.gemm,
+                x.rows,
+                x.n,
+                x.k,
+                x.fused_us,
+                x.baseline_us,
+                x.seed_us,
+                x.mma_sync_us.map_or("null".into(), |t| format!("{t:.3}")),
+                x.tops,
+                x.of_peak
             )
         })
         .collect();

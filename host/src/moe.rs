@@ -1,12 +1,13 @@
 //! The MoE layer's forward pass on the GPU, and its [`Workspace`].
 //!
-//! `forward` is four launches on the caller's stream, nothing else: no
-//! allocation, no host synchronization, no device-to-host copy, so a server
-//! can capture it in a CUDA graph (with cudarc's event tracking off, as for
-//! any capture):
+//! `forward` is four launches (five on the `wgmma` prefill path) on the
+//! caller's stream, nothing else: no allocation, no host synchronization,
+//! no device-to-host copy, so a server can capture it in a CUDA graph (with
+//! cudarc's event tracking off, as for any capture):
 //!
 //! 1. `moe_route` — pairs grouped by expert, on the device (counting, any
-//!    number of pairs);
+//!    number of pairs); on the `wgmma` prefill path also `moe_permute_x`
+//!    (x in the k order that kernel reads);
 //! 2. FC1 + the gated activation into `h` (16-bit);
 //! 3. FC2 x alpha2 x routing weight into `y` (f32);
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
@@ -29,7 +30,7 @@ use moe4_kernels::launch::{
     fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_smem_bytes, FC_WARPS, FC_WARPS_WIDE,
     PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_THREADS,
 };
-use moe4_kernels::params::{ActKind, CombineParams, FcParams, RouteParams};
+use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
 
 /// Most (token, k) pairs one forward call may route.
@@ -375,12 +376,15 @@ impl MoeWeights {
             group_w,
             ..Default::default()
         };
+        // The wgmma FC1 reads x in the wgmma k order: a permuted copy in y's
+        // memory (y is first written by FC2, after FC1 is done with it).
+        let x_in = if wg_cols.is_some() { ybuf } else { x_ptr };
         let fc1 = FcParams {
             codes: c1.0,
             scales: s1.0,
             alpha_a: ag.0,
             alpha_b: au.0,
-            input: x_ptr,
+            input: x_in,
             output: hbuf,
             k: h as u32,
             rows: 2 * inter as u32,
@@ -426,6 +430,13 @@ impl MoeWeights {
         let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
         let grid1 = gpu.resident_blocks(&n1, threads1, smem1)?;
         let grid2 = gpu.resident_blocks(&n2, threads2, smem2)?;
+        if wg_cols.is_some() {
+            let perm = PermuteParams { src: x_ptr, dst: ybuf, rows: m as u32, k: h as u32 };
+            let grid = ((m * h / 8) as u32).div_ceil(256).min(8 * gpu.sm_count());
+            // SAFETY: x holds m x H; y holds max_tokens x k x H f32, more
+            // than m x H 16-bit values; H is a multiple of 64.
+            unsafe { gpu.launch_dependent(stream, "moe_permute_x", grid, 256, 0, perm, tune.pdl)? };
+        }
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
         // rows; x/out/ids/weights lengths were checked.
         unsafe {

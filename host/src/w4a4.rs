@@ -11,12 +11,15 @@
 //! per byte, element `2i` low; `s_a [rows]`, `s_w [E, N]` f32;
 //! `offsets [E + 1]` i64. Limits: `K` a positive multiple of 64, `N` a
 //! positive multiple of 8, `1 <= E <= 1024`.
+//!
+//! Tiles of 128 rows (128 or more rows per expert on average) run on
+//! `wgmma` s8 where the build has it (sm_90a), on `mma.sync` elsewhere.
 
 use crate::dtype::Half;
 use crate::error::{shape, unsupported, Error, Result};
 use crate::gpu::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
-use moe4_kernels::launch::{gemm_smem_bytes, GEMM_MAX_EXPERTS, GEMM_THREADS};
+use moe4_kernels::launch::{gemm_smem_bytes, gemm_wg_smem_bytes, GEMM_MAX_EXPERTS, GEMM_THREADS};
 use moe4_kernels::params::{DequantParams, QuantParams, W4A4Params};
 use std::sync::Arc;
 
@@ -25,6 +28,7 @@ use std::sync::Arc;
 pub struct W4A4 {
     gpu: Arc<Gpu>,
     errors: CudaSlice<u32>,
+    wgmma: bool,
 }
 
 /// Operands of one grouped GEMM.
@@ -54,7 +58,15 @@ fn ptr<T>(v: &CudaView<T>, s: &CudaStream) -> u64 {
 impl W4A4 {
     /// Loads nothing new: the kernels are in `gpu`'s module.
     pub fn new(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>) -> Result<W4A4> {
-        Ok(W4A4 { gpu: gpu.clone(), errors: stream.alloc_zeros(1)? })
+        Ok(W4A4 { gpu: gpu.clone(), errors: stream.alloc_zeros(1)?, wgmma: gpu.arch().has_wgmma() })
+    }
+
+    /// Whether 128-row tiles run on the `wgmma` kernels (default where the
+    /// build has them, sm_90a) or the `mma.sync` ones: for tests and the
+    /// benchmark's comparison.
+    #[doc(hidden)]
+    pub fn set_wgmma(&mut self, on: bool) {
+        self.wgmma = on && self.gpu.arch().has_wgmma();
     }
 
     /// How many segment bounds so far were not a valid prefix sum in
@@ -131,8 +143,11 @@ impl W4A4 {
         }
         let bm = Self::bm(p.rows as usize, p.n_experts);
         p.error_count = self.errors.device_ptr(stream).0;
-        let name = format!("w4a4_gemm_bm{bm}_{kind}");
-        let smem = gemm_smem_bytes(bm);
+        let (name, smem) = if bm == 128 && self.wgmma {
+            (format!("w4a4_gemm_wg_{kind}"), gemm_wg_smem_bytes())
+        } else {
+            (format!("w4a4_gemm_bm{bm}_{kind}"), gemm_smem_bytes(bm))
+        };
         let grid = self.gpu.resident_blocks(&name, GEMM_THREADS, smem)?;
         // SAFETY: every buffer was checked against (rows, N, K, E) and the
         // kernel clamps the segments it reads from `offsets`.

@@ -25,6 +25,17 @@ pub const fn gemm_smem_bytes(bm: u32) -> u32 {
     GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
 }
 
+/// Rows per tile of the `wgmma` W4A4 GEMM (sm_90a).
+pub const GEMM_WG_BM: u32 = 128;
+/// Bytes of one s8 weight tile of the `wgmma` W4A4 GEMM (128 rows x 256 k).
+pub const GEMM_WG_S8_BYTES: u32 = GEMM_BN * GEMM_BK;
+
+/// Dynamic shared memory of the `wgmma` W4A4 GEMM: 1 KiB to align, two s8
+/// weight tiles, the staging ring and schedule of [`gemm_smem_bytes`].
+pub const fn gemm_wg_smem_bytes() -> u32 {
+    1024 + 2 * GEMM_WG_S8_BYTES + gemm_smem_bytes(GEMM_WG_BM)
+}
+
 /// Bytes of one decode pipeline slot of one warp, `nt` column tiles: a
 /// chunk's codes (1 KiB), its scales (128 B) and its activations (`nt` KiB),
 /// each lane's pieces where that lane reads them back.
@@ -145,6 +156,7 @@ mod tests {
         assert_eq!(fits(1, 8), 3);
         assert!(fits(2, 4) >= 4);
         assert_eq!(fits(4, 4), 3);
+        assert!(gemm_wg_smem_bytes() <= 227 * 1024);
         // wgmma prefill: one block per SM, stages stay 1024-byte aligned.
         for cols in [64, 128] {
             assert!(pfw_smem_bytes(cols) <= 227 * 1024);

@@ -134,6 +134,21 @@ pub struct CombineParams {
     pub n_experts: u32,
 }
 
+/// `moe_permute_x`: `dst [rows, k]` = `src` with each 64-element chunk of a
+/// row in the `wgmma` k order ([`crate::tile::wgmma_permuted`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PermuteParams {
+    /// 16-bit `[rows, k]` in.
+    pub src: u64,
+    /// 16-bit `[rows, k]` out.
+    pub dst: u64,
+    /// Rows.
+    pub rows: u32,
+    /// Elements per row (a multiple of 64).
+    pub k: u32,
+}
+
 /// The W4A4 grouped GEMM: for the rows `m` of expert `e`'s segment,
 /// `out[m, n] = s_a[m] * s_w[e][n] * row_scale[m] * sum_k a[m, k] b[e][n, k]`
 /// (`row_scale` optional).

@@ -82,9 +82,46 @@ pub const fn fc2_row(task: usize, mt: usize, i: usize) -> usize {
     TASK_ROWS * task + 16 * mt + i
 }
 
+/// The `wgmma` k order (sm_90a prefill): where natural element `k` of a
+/// 64-k chunk goes in the chunk's *permuted* layout, in which the 32 bytes
+/// of `mma` k-step `s` are bytes `32 s .. 32 s + 32` in the order the
+/// step's A fragments ([`element`]) hold their k: 4-byte word `8t + m`
+/// (k `16t + 2m`, `+1`) moves to word `4m + t`. `wgmma` reads B in that
+/// order from shared memory, so rows stored permuted in global memory copy
+/// with plain 16-byte copies.
+#[inline]
+pub const fn wgmma_permuted(k: usize) -> usize {
+    let (w, u) = (k / 2, k % 2);
+    let (t, m) = (w / 8, w % 8);
+    2 * (4 * m + t) + u
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wgmma_order_matches_the_a_fragments() {
+        // A bijection on 0..64 ...
+        let mut seen = [false; KCHUNK];
+        for k in 0..KCHUNK {
+            assert!(!seen[wgmma_permuted(k)]);
+            seen[wgmma_permuted(k)] = true;
+        }
+        // ... under which k-step s's 16 k (in wgmma's order: k' = 2t + h for
+        // fragment word o = 0/1, 2t + 8 + h for o = 2/3) are bytes 32s..32s+32.
+        for lane in 0..4 {
+            for step in 0..KSTEPS {
+                for o in [0, 2] {
+                    for h in 0..2 {
+                        let (_, k) = element(lane, step, o, h);
+                        let kp = 2 * lane + 8 * (o >> 1) + h;
+                        assert_eq!(wgmma_permuted(k), 16 * step + kp, "lane {lane} step {step} o {o} h {h}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_chunk_covers_every_row_and_k_once() {

@@ -3,7 +3,7 @@
 //! | command | what it does |
 //! |---|---|
 //! | `setup` | installs what the other commands need: the toolchain's components (rustup) and ptxas (PyPI wheel `nvidia-cuda-nvcc==13.0.88`, into `.tools/`) |
-//! | `build-ptx` | builds the kernels for every architecture into `host/ptx/`, validates each with ptxas and prints registers, shared memory, stack and spills per kernel; a ptxas error, a spill or a stack frame fails it |
+//! | `build-ptx` | builds the kernels for every architecture into `host/ptx/`, validates each with ptxas and prints registers, shared memory, stack and spills per kernel; a ptxas error, a spill, a stack frame or a serialized `wgmma` pipeline fails it |
 //! | `check-ptx` | `build-ptx` into a scratch folder and fails if the committed PTX differs |
 //! | `test` | the CI job: setup, check-ptx, fmt, clippy, `cargo test` |
 //! | `demo` | the main job: quantize a random Qwen3-30B-A3B layer and report its error |
@@ -194,11 +194,19 @@ fn build_ptx(dest: &Path) -> Result {
         if usages.is_empty() {
             failures.push(format!("{arch}: ptxas reported no kernels"));
         }
+        // ptxas serializes a wgmma pipeline it cannot prove safe (C7514
+        // and kin): correct but slow, so a build error here.
+        for line in log.lines().filter(|l| l.contains("wgmma") && l.contains("serialized")) {
+            failures.push(format!("{arch}: {}", line.trim()));
+        }
     }
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(format!("kernels with local memory (spills or stack):\n  {}", failures.join("\n  ")))
+        Err(format!(
+            "kernels with local memory (spills or stack) or a serialized wgmma pipeline:\n  {}",
+            failures.join("\n  ")
+        ))
     }
 }
 

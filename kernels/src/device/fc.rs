@@ -48,7 +48,7 @@ use super::arch::*;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
 use crate::launch::{fc_partial_words, fc_slot_bytes, fc_split};
 use crate::params::{ActKind, FcParams};
-use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
+use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,
 /// each broadcast to both halves, in the arithmetic's 16-bit format.
@@ -332,7 +332,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
     if FC1 {
         let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
-        store_h::<BF16, NT>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
+        store_h::<BF16, NT, false>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
     } else {
         let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let mut scale = epi.w;
@@ -450,9 +450,10 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
 
 /// FC1 epilogue of one warp's 32 rows x `8 NT` pairs, global scales (times
 /// the decode offset) `ag`/`au` given: gated activation, h rows `hrow0 +
-/// column` (decode: the group's position; prefill: the slot).
+/// column` (decode: the group's position; prefill: the slot); `PERM`: each
+/// row stored in the [`wgmma_permuted`] k order (for the `wgmma` FC2).
 #[inline(always)]
-pub(super) unsafe fn store_h<const BF16: bool, const NT: usize>(
+pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const PERM: bool>(
     p: &FcParams,
     acc: &Acc<NT>,
     ag: f32,
@@ -472,7 +473,9 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize>(
                 if col < n_grp {
                     let h = activation(p.act, acc[mt][j][u] * ag, acc[mt][j][2 + u] * au, p.limit, p.act_alpha);
                     let row = (hrow0 + col) as u64;
-                    stg_u16(p.output + 2 * (row * inter as u64 + ch as u64), to_half_bits::<BF16>(h));
+                    // PERM: h in the wgmma k order of each 64-channel chunk.
+                    let at = if PERM { (ch & !63) + wgmma_permuted((ch & 63) as usize) as u32 } else { ch };
+                    stg_u16(p.output + 2 * (row * inter as u64 + at as u64), to_half_bits::<BF16>(h));
                 }
             })
         })
@@ -481,7 +484,7 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize>(
 
 /// FC1 epilogue with the expert's global scales loaded here (prefill).
 #[inline(always)]
-pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
+pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM: bool>(
     p: &FcParams,
     acc: &Acc<NT>,
     e: u32,
@@ -492,7 +495,7 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize>(
 ) {
     let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
     let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
-    store_h::<BF16, NT>(p, acc, ag, au, r, hrow0, n_grp);
+    store_h::<BF16, NT, PERM>(p, acc, ag, au, r, hrow0, n_grp);
 }
 
 /// FC2 epilogue of one warp's 32 rows x `8 NT` pairs: `y[pair] = scale *

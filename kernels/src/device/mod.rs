@@ -10,6 +10,7 @@
 //! | `wgmma` | the `wgmma` instruction, fences, descriptors (sm_90a builds) |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
+//! | `w4a4_wg` | `w4a4_gemm_wg_*`: the W4A4 GEMM on `wgmma` s8 (sm_90a builds) |
 //! | [`smoke`] | `smoke_*`: single-instruction checks against the CPU |
 //! | [`peak`] | `peak_*`: tensor-core rate microbenchmarks |
 //! | [`util`] | `moe4_fill`: device-side random fill for benchmarks |
@@ -84,5 +85,7 @@ pub mod route;
 pub mod smoke;
 pub mod util;
 pub mod w4a4;
+#[cfg(moe4_arch = "sm_90a")]
+pub mod w4a4_wg;
 #[cfg(moe4_arch = "sm_90a")]
 pub mod wgmma;

@@ -11,14 +11,14 @@
 //! four tasks). The activations are B, read by `wgmma` from shared memory.
 //!
 //! **The k permutation.** The weight layout gives lane `t` the k
-//! `16t + 4s .. 16t + 4s + 4` of k-step `s`; B must follow. Word `8t + m`
-//! (k `16t + 2m`, `+1`) of an activation row's 64-k chunk therefore goes to
-//! word `4m + t` of the row in shared memory (a 4 x 8 transpose of 4-byte
-//! words): the 32 bytes that k-step `s` reads (words `8s .. 8s + 8`) are
-//! then exactly the pairs its A fragments hold, in `wgmma`'s k order. The
-//! copies are 4-byte `cp.async`s (32 contiguous bytes of a row per 8 lanes,
-//! 32 distinct banks per warp), into rows of 128 bytes with the 128-byte
-//! swizzle the descriptor names ([`super::wgmma::desc_sw128`]).
+//! `16t + 4s .. 16t + 4s + 4` of k-step `s`; B must follow, and `wgmma`
+//! reads each k-step's 32 bytes of a B row in order. So the activations are
+//! read in the [`crate::tile::wgmma_permuted`] order (word `8t + m` of each
+//! 64-k chunk at word `4m + t`): FC1 from a permuted copy of x that
+//! `moe_permute_x` writes first, FC2 from h, which FC1's epilogue stores
+//! permuted. Rows are then copied with 16-byte `cp.async`s into 128-byte
+//! rows with the 128-byte swizzle the descriptor names
+//! ([`super::wgmma::desc_sw128`]).
 //!
 //! **Pipeline.** Per chunk a stage holds the activations, the 8 tasks'
 //! codes (8 KiB) and scales (1 KiB); [`PFW_STAGES`] stages, loads issued
@@ -30,20 +30,22 @@
 //!
 //! **Work and epilogues** as the `mma.sync` prefill kernels
 //! ([`super::prefill`]): tiles = (column group of an active expert, 256-row
-//! block), blocks persistent; FC1 writes h with the gated activation, FC2
-//! alpha2 x routing weight x acc to y.
+//! block), blocks persistent; FC1 writes h (permuted) with the gated
+//! activation, FC2 alpha2 x routing weight x acc to y.
 
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales};
 use super::wgmma;
 use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
 use crate::launch::{pfw_stage_bytes, PFW_STAGES, PFW_THREADS};
-use crate::params::FcParams;
+use crate::params::{FcParams, PermuteParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 const WARPS: u32 = PFW_THREADS / 32;
 const STAGES: u32 = PFW_STAGES;
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
+/// Chunks per iteration of the main loop.
+const UNROLL: u32 = 4;
 
 #[inline(always)]
 unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(p: &FcParams) {
@@ -64,12 +66,10 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     let tiles = groups * tpb;
     let base = (smem() + 1023) & !1023;
     let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
-    // This thread's activation copies: rows `rsub + 32 i`, global words
-    // `m + 8 jj` of each row's chunk -> shared word `4 m + jj` (piece `m`
-    // swizzled), `jj` rotated by row so a warp's 32 stores hit 32 banks.
-    let (m, rsub) = (t0 % 8, t0 / 8);
-    let rot = rsub % 4;
-    let xdst0 = rsub * 128 + 16 * (m ^ (rsub % 8));
+    // This thread's activation copies: 16-byte piece `q` of rows
+    // `rsub + 32 i` (swizzled: piece `q ^ (row % 8)`).
+    let (q, rsub) = (t0 % 8, t0 / 8);
+    let xdst0 = rsub * 128 + 16 * (q ^ (rsub % 8));
 
     let mut tile = bid();
     while tile < tiles {
@@ -89,19 +89,16 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             if r < n_cols {
                 let slot = slot0 + r;
                 let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
-                xrow[i] = p.input + 2 * row as u64 * p.k as u64 + 4 * m as u64;
+                xrow[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
             }
         });
 
         let load = |c: u32, stage: u32| {
             let sb = base + stage * stage_bytes;
             unroll!(RPT, |i| {
-                unroll!(4, |j| {
-                    let jj = (j as u32 + rot) % 4;
-                    let valid = xrow[i] != 0;
-                    let src = xrow[i] + (c * 128 + 32 * jj) as u64;
-                    cp_async4_zfill(sb + xdst0 + 4096 * i as u32 + 4 * jj, if valid { src } else { p.input }, valid);
-                });
+                let valid = xrow[i] != 0;
+                let src = xrow[i] + (c * 128) as u64;
+                cp_async16_zfill(sb + xdst0 + 4096 * i as u32, if valid { src } else { p.input }, valid);
             });
             // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
             unroll!(2, |q| {
@@ -132,8 +129,9 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             cp_async_commit();
             s += 1;
         }
-        let mut c = 0;
-        while c < nchunks {
+        // One chunk: wait for its stage, refill the one two back, decode and
+        // issue its 4 k-steps.
+        let chunk = |c: u32, acc: &mut [[[f32; 4]; NT]; MTILES]| {
             cp_async_wait::<{ STAGES - 3 }>();
             wgmma::fence_proxy_async();
             sync();
@@ -160,14 +158,25 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
                     wgmma::commit();
                 });
             }
-            c += 1;
+        };
+        // ptxas drains the wgmma pipeline at every loop back-edge (the A
+        // operands live in registers), so the loop body is UNROLL chunks.
+        let mut c = 0;
+        while c < nchunks {
+            unroll!(UNROLL as usize, |u| {
+                if c + (u as u32) < nchunks {
+                    chunk(c + u as u32, &mut acc)
+                }
+            });
+            c += UNROLL;
         }
         wgmma::wait::<0>();
+        unroll!(MTILES, |mt| wgmma::hold_f32(&mut acc[mt]));
         cp_async_wait::<0>();
         if warp < ntask {
             let r = task0 + warp;
             if FC1 {
-                epilogue_fc1::<BF16, NT>(p, &acc, e, r, slot0, n_cols, post);
+                epilogue_fc1::<BF16, NT, true>(p, &acc, e, r, slot0, n_cols, post);
             } else {
                 epilogue_fc2::<NT>(p, &acc, e, r, slot0, n_cols, post);
             }
@@ -204,4 +213,32 @@ pfw_kernels! {
     moe_pfw1_f16_n64: true, false, 8;
     moe_pfw2_bf16_n64: false, true, 8;
     moe_pfw2_f16_n64: false, false, 8;
+}
+
+/// `dst = x` with each row's 64-element chunks in the
+/// [`crate::tile::wgmma_permuted`] order (the `wgmma` FC1's input); one thread per
+/// 16-byte piece of `dst` (natural words `8t + m`, t = 0..4, of piece `m`).
+///
+/// # Safety
+/// `src` and `dst` hold `rows x k` 16-bit values, `k % 64 == 0`, both
+/// 16-byte aligned; any 1-D launch.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_permute_x(p: PermuteParams) {
+    griddep_wait();
+    griddep_launch_dependents();
+    let pieces = p.rows as u64 * (p.k / 8) as u64;
+    let mut i = (bid() * bdim() + tid()) as u64;
+    while i < pieces {
+        // Piece i = (row, chunk, m): its words are natural words 8t + m.
+        let (chunk, m) = (i / 8, (i % 8) as u32);
+        let src = p.src + 128 * chunk;
+        let mut v = [0u32; 4];
+        unroll!(4, |t| {
+            // Natural k = 2 (8t + m): wgmma_permuted(k) = 2 (4m + t), word t
+            // of this piece.
+            v[t] = ldg_u32(src + 4 * (8 * t as u32 + m) as u64);
+        });
+        stg_v4(p.dst + 16 * i, v);
+        i += (gdim() * bdim()) as u64;
+    }
 }

@@ -37,39 +37,35 @@ use crate::launch::{
 };
 
 /// Output kinds of the GEMM epilogue.
-const OUT_BF16: u32 = 0;
-const OUT_F16: u32 = 1;
-const OUT_I32: u32 = 2;
+pub(super) const OUT_BF16: u32 = 0;
+pub(super) const OUT_F16: u32 = 1;
+pub(super) const OUT_I32: u32 = 2;
 
 #[cfg(not(moe4_arch = "sm_89"))]
 #[inline(always)]
-fn unpack_lo(w: u32) -> u32 {
+pub(super) fn unpack_lo(w: u32) -> u32 {
     (w << 4) & 0xF0F0_F0F0
 }
 #[cfg(not(moe4_arch = "sm_89"))]
 #[inline(always)]
-fn unpack_hi(w: u32) -> u32 {
+pub(super) fn unpack_hi(w: u32) -> u32 {
     w & 0xF0F0_F0F0
 }
 
+/// Shared-memory schedule at `sched` (per-expert tile prefix, segment
+/// starts, segment ends, `E + 1` words each, then 32 words of scratch):
+/// every block clamps the segments of `offsets` into `0..rows` (a bad offset
+/// bumps `error_count`) and prefix-sums the experts' tiles (`BM`-row tiles x
+/// column tiles). Returns the total tile count. Ends with a barrier.
 #[inline(always)]
-unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(p: &W4A4Params) {
+pub(super) unsafe fn schedule<const BM: u32>(p: &W4A4Params, sched: u32) -> u32 {
     let t0 = tid();
-    let (warp, lane) = (t0 / 32, t0 % 32);
-    let (g, t) = (lane / 4, lane % 4);
-    let (wm, wn) = (warp / (8 / WM), warp % (8 / WM));
-    let kb = p.k / 2; // bytes per row
-    let stage_bytes = (BM + BN) * (BK / 2);
-    let base = smem();
-    let tile_pre = base + STAGES * stage_bytes; // [E + 1] u32
+    let tile_pre = sched;
     let seg_lo = tile_pre + 4 * (MAX_EXPERTS + 1);
     let seg_hi = seg_lo + 4 * (MAX_EXPERTS + 1);
     let scratch = seg_hi + 4 * (MAX_EXPERTS + 1);
     let ne = p.n_experts;
     let n_tiles = p.n.div_ceil(BN);
-    let nk = p.k.div_ceil(BK);
-
-    // Schedule: clamp segments, count row tiles, prefix-sum them.
     let per = ne.div_ceil(THREADS);
     let mut local = 0u32;
     let mut bad = 0u32;
@@ -109,54 +105,93 @@ unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, c
         sts(tile_pre + 4 * ne, total);
     }
     sync();
+    total
+}
+
+/// One GEMM tile: its expert, the expert's row end, the tile's first row
+/// and column, the expert's weights.
+#[derive(Clone, Copy)]
+pub(super) struct Tile {
+    pub e: u32,
+    pub r1: u32,
+    pub m0: u32,
+    pub n0: u32,
+    pub b_expert: u64,
+}
+
+/// Tile `tile` of the [`schedule`] at `sched`.
+#[inline(always)]
+pub(super) unsafe fn locate<const BM: u32>(p: &W4A4Params, sched: u32, tile: u32) -> Tile {
+    let tile_pre = sched;
+    let seg_lo = tile_pre + 4 * (MAX_EXPERTS + 1);
+    let seg_hi = seg_lo + 4 * (MAX_EXPERTS + 1);
+    // Expert of this tile: the last e with tile_pre[e] <= tile.
+    let (mut lo, mut hi) = (0u32, p.n_experts);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if lds(tile_pre + 4 * mid) <= tile {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let e = lo;
+    let (r0, r1) = (lds(seg_lo + 4 * e), lds(seg_hi + 4 * e));
+    let mtiles = (r1 - r0).div_ceil(BM);
+    let local = tile - lds(tile_pre + 4 * e);
+    let (nt_i, mt_i) = (local / mtiles, local % mtiles);
+    Tile { e, r1, m0: r0 + mt_i * BM, n0: nt_i * BN, b_expert: p.b + e as u64 * p.n as u64 * (p.k / 2) as u64 }
+}
+
+/// Copies stage `kt` (256 k) of tile `t` to `sbase`: the `BM` A rows, then
+/// the `BN` B rows, 8 x 16 bytes each, chunk `part` of row `row` at chunk
+/// `part ^ 4 (row & 1)` (the 16-byte reads of two neighbouring rows then hit
+/// disjoint banks); zero-filled past the expert's rows, N and K.
+#[inline(always)]
+pub(super) unsafe fn load_stage<const BM: u32>(p: &W4A4Params, t: &Tile, kt: u32, sbase: u32) {
+    let kb = p.k / 2;
+    let chunks = (BM + BN) * (BK / 32);
+    let mut c = tid();
+    while c < chunks {
+        let (row, part) = (c / (BK / 32), c % (BK / 32));
+        let kbyte = kt * (BK / 2) + 16 * part;
+        let kvalid = kbyte < kb;
+        let (src, valid) = if row < BM {
+            let r = t.m0 + row;
+            (p.a + r as u64 * kb as u64 + kbyte as u64, kvalid && r < t.r1)
+        } else {
+            let n = t.n0 + row - BM;
+            (t.b_expert + n as u64 * kb as u64 + kbyte as u64, kvalid && n < p.n)
+        };
+        cp_async16_zfill(sbase + row * (BK / 2) + 16 * (part ^ ((row & 1) << 2)), if valid { src } else { p.b }, valid);
+        c += THREADS;
+    }
+}
+
+/// Shared address of 16-byte chunk `part` of staged row `row` (the layout
+/// [`load_stage`] writes).
+#[inline(always)]
+pub(super) fn staged(sbase: u32, row: u32, part: u32) -> u32 {
+    sbase + row * (BK / 2) + 16 * (part ^ ((row & 1) << 2))
+}
+
+#[inline(always)]
+unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(p: &W4A4Params) {
+    let t0 = tid();
+    let (warp, lane) = (t0 / 32, t0 % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let (wm, wn) = (warp / (8 / WM), warp % (8 / WM));
+    let stage_bytes = (BM + BN) * (BK / 2);
+    let base = smem();
+    let sched = base + STAGES * stage_bytes;
+    let nk = p.k.div_ceil(BK);
+    let total = schedule::<BM>(p, sched);
 
     let mut tile = bid();
     while tile < total {
-        // Expert of this tile: the last e with tile_pre[e] <= tile.
-        let (mut lo, mut hi) = (0u32, ne);
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            if lds(tile_pre + 4 * mid) <= tile {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let e = lo;
-        let (r0, r1) = (lds(seg_lo + 4 * e), lds(seg_hi + 4 * e));
-        let mtiles = (r1 - r0).div_ceil(BM);
-        let local = tile - lds(tile_pre + 4 * e);
-        let (nt_i, mt_i) = (local / mtiles, local % mtiles);
-        let m0 = r0 + mt_i * BM;
-        let n0 = nt_i * BN;
-        let b_expert = p.b + e as u64 * p.n as u64 * kb as u64;
-
-        // Stage loader: A then B rows, 8 x 16 bytes each per 256 k, chunk
-        // `part` of row `row` stored at chunk `part ^ 4 (row & 1)`: the
-        // 16-byte reads of two neighbouring rows then hit disjoint banks.
-        let load = |kt: u32, stage: u32| {
-            let sbase = base + stage * stage_bytes;
-            let chunks = (BM + BN) * (BK / 32);
-            let mut c = t0;
-            while c < chunks {
-                let (row, part) = (c / (BK / 32), c % (BK / 32));
-                let kbyte = kt * (BK / 2) + 16 * part;
-                let kvalid = kbyte < kb;
-                let (src, valid) = if row < BM {
-                    let r = m0 + row;
-                    (p.a + r as u64 * kb as u64 + kbyte as u64, kvalid && r < r1)
-                } else {
-                    let n = n0 + row - BM;
-                    (b_expert + n as u64 * kb as u64 + kbyte as u64, kvalid && n < p.n)
-                };
-                cp_async16_zfill(
-                    sbase + row * (BK / 2) + 16 * (part ^ ((row & 1) << 2)),
-                    if valid { src } else { p.b },
-                    valid,
-                );
-                c += THREADS;
-            }
-        };
+        let tl = locate::<BM>(p, sched, tile);
+        let (e, r1, m0, n0) = (tl.e, tl.r1, tl.m0, tl.n0);
+        let load = |kt: u32, stage: u32| load_stage::<BM>(p, &tl, kt, base + stage * stage_bytes);
 
         let mut acc = [[[0i32; 4]; NJ]; MI];
         let mut s = 0;
@@ -173,7 +208,7 @@ unsafe fn gemm<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, c
             sync();
             let sbase = base + (kt % STAGES) * stage_bytes;
             // This warp's rows: BM/WM * wm + 16 mi + g (+8); columns 8 NJ wn + 8 nj + g.
-            let at = |row: u32, half: u32| sbase + row * (BK / 2) + 16 * ((4 * half + t) ^ ((row & 1) << 2));
+            let at = |row: u32, half: u32| staged(sbase, row, 4 * half + t);
             let mut araw = [[[[0u32; 4]; 2]; MI]; 2];
             let mut braw = [[[0u32; 4]; NJ]; 2];
             unroll!(2, |h| {
@@ -248,7 +283,7 @@ const ACC_SHIFT: u32 = 8;
 const ACC_SHIFT: u32 = 0;
 
 #[inline(always)]
-unsafe fn epilogue<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(
+pub(super) unsafe fn epilogue<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(
     p: &W4A4Params,
     acc: &[[[i32; 4]; NJ]; MI],
     e: u32,
@@ -272,7 +307,7 @@ unsafe fn epilogue<const BM: u32, const MI: usize, const WM: u32, const NJ: usiz
                         sa *= ldg_f32(p.row_scale + 4 * row as u64);
                     }
                 }
-                unroll!(NJ, |nj| {
+                unroll16!(NJ, |nj| {
                     let col = n0 + 8 * NJ as u32 * wn + 8 * nj as u32 + 2 * t;
                     if col < p.n {
                         let (v0, v1) = (acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);

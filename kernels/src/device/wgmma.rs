@@ -13,6 +13,9 @@
 //! with the 128-byte swizzle (16-byte piece `q` of row `r` at piece
 //! `q ^ (r % 8)`, 8-row groups 1024 bytes apart, the tile 1024-byte
 //! aligned); k-step `s` of the 64 starts `32 s` bytes into the tile.
+//!
+//! The s8 form (`m64n128k32`, the W4A4 GEMM) is the same with 32 one-byte
+//! k per step (the `mma.m16n8k32` fragments): 128-byte rows hold 4 steps.
 
 use core::arch::asm;
 
@@ -138,6 +141,83 @@ macro_rules! wgmma_m64n64k16 {
     };
 }
 
+/// `wgmma.mma_async.m64n128k32.s32.s8.s8` (i32 += A x B, or = when `$sd`
+/// is 0), A from four registers (s8x4 each), B by shared-memory descriptor;
+/// `$d` is `[[i32; 4]; 16]`.
+macro_rules! wgmma_m64n128k32_s8 {
+    ($d:expr, $a:expr, $desc:expr, $sd:expr) => {
+        asm!(concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8",
+            " {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {{{a0}, {a1}, {a2}, {a3}}}, {desc}, p; }}"),
+            d0 = inout(reg32) $d[0][0],
+            d1 = inout(reg32) $d[0][1],
+            d2 = inout(reg32) $d[0][2],
+            d3 = inout(reg32) $d[0][3],
+            d4 = inout(reg32) $d[1][0],
+            d5 = inout(reg32) $d[1][1],
+            d6 = inout(reg32) $d[1][2],
+            d7 = inout(reg32) $d[1][3],
+            d8 = inout(reg32) $d[2][0],
+            d9 = inout(reg32) $d[2][1],
+            d10 = inout(reg32) $d[2][2],
+            d11 = inout(reg32) $d[2][3],
+            d12 = inout(reg32) $d[3][0],
+            d13 = inout(reg32) $d[3][1],
+            d14 = inout(reg32) $d[3][2],
+            d15 = inout(reg32) $d[3][3],
+            d16 = inout(reg32) $d[4][0],
+            d17 = inout(reg32) $d[4][1],
+            d18 = inout(reg32) $d[4][2],
+            d19 = inout(reg32) $d[4][3],
+            d20 = inout(reg32) $d[5][0],
+            d21 = inout(reg32) $d[5][1],
+            d22 = inout(reg32) $d[5][2],
+            d23 = inout(reg32) $d[5][3],
+            d24 = inout(reg32) $d[6][0],
+            d25 = inout(reg32) $d[6][1],
+            d26 = inout(reg32) $d[6][2],
+            d27 = inout(reg32) $d[6][3],
+            d28 = inout(reg32) $d[7][0],
+            d29 = inout(reg32) $d[7][1],
+            d30 = inout(reg32) $d[7][2],
+            d31 = inout(reg32) $d[7][3],
+            d32 = inout(reg32) $d[8][0],
+            d33 = inout(reg32) $d[8][1],
+            d34 = inout(reg32) $d[8][2],
+            d35 = inout(reg32) $d[8][3],
+            d36 = inout(reg32) $d[9][0],
+            d37 = inout(reg32) $d[9][1],
+            d38 = inout(reg32) $d[9][2],
+            d39 = inout(reg32) $d[9][3],
+            d40 = inout(reg32) $d[10][0],
+            d41 = inout(reg32) $d[10][1],
+            d42 = inout(reg32) $d[10][2],
+            d43 = inout(reg32) $d[10][3],
+            d44 = inout(reg32) $d[11][0],
+            d45 = inout(reg32) $d[11][1],
+            d46 = inout(reg32) $d[11][2],
+            d47 = inout(reg32) $d[11][3],
+            d48 = inout(reg32) $d[12][0],
+            d49 = inout(reg32) $d[12][1],
+            d50 = inout(reg32) $d[12][2],
+            d51 = inout(reg32) $d[12][3],
+            d52 = inout(reg32) $d[13][0],
+            d53 = inout(reg32) $d[13][1],
+            d54 = inout(reg32) $d[13][2],
+            d55 = inout(reg32) $d[13][3],
+            d56 = inout(reg32) $d[14][0],
+            d57 = inout(reg32) $d[14][1],
+            d58 = inout(reg32) $d[14][2],
+            d59 = inout(reg32) $d[14][3],
+            d60 = inout(reg32) $d[15][0],
+            d61 = inout(reg32) $d[15][1],
+            d62 = inout(reg32) $d[15][2],
+            d63 = inout(reg32) $d[15][3],
+            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2], a3 = in(reg32) $a[3],
+            desc = in(reg64) $desc, sd = in(reg32) $sd,
+            options(nostack))
+    };
+}
+
 /// Orders this thread's register accesses before the warpgroup's next
 /// `wgmma` (needed before a `wgmma` reads registers written since the last
 /// one).
@@ -229,4 +309,35 @@ pub unsafe fn mma<const BF16: bool, const NT: usize>(d: &mut [[f32; 4]; NT], a: 
     } else {
         mma_n64::<BF16>(&mut *(d as *mut [[f32; 4]; NT] as *mut [[f32; 4]; 8]), a, desc, accumulate)
     }
+}
+
+/// `d (+)= a x B` over 128 columns, s8 operands, i32 accumulators.
+///
+/// # Safety
+/// As for [`mma_n128`].
+#[inline(always)]
+pub unsafe fn mma_s8_n128(d: &mut [[i32; 4]; 16], a: [u32; 4], desc: u64, accumulate: bool) {
+    let sd = accumulate as u32;
+    wgmma_m64n128k32_s8!(d, a, desc, sd)
+}
+
+/// Ties the accumulators to this point of the program (an empty `asm` that
+/// "reads and writes" each): after [`wait`], so the compiler cannot move a
+/// read of them above the wait (it does not know the `wgmma` writes them
+/// asynchronously; ptxas would then serialize the pipeline, or worse).
+#[inline(always)]
+pub fn hold_f32<const NT: usize>(d: &mut [[f32; 4]; NT]) {
+    unroll16!(NT, |j| unroll!(4, |c| {
+        // SAFETY: an empty instruction; it only pins the register.
+        unsafe { asm!("// hold {0}", inout(reg32) d[j][c], options(nostack)) };
+    }));
+}
+
+/// [`hold_f32`] for i32 accumulators.
+#[inline(always)]
+pub fn hold_i32<const NT: usize>(d: &mut [[i32; 4]; NT]) {
+    unroll16!(NT, |j| unroll!(4, |c| {
+        // SAFETY: as in `hold_f32`.
+        unsafe { asm!("// hold {0}", inout(reg32) d[j][c], options(nostack)) };
+    }));
 }

@@ -1,0 +1,161 @@
+//! `w4a4_gemm_wg_*`: the W4A4 grouped GEMM on Hopper's warpgroup MMA
+//! (`wgmma ... s8`, sm_90a builds), for tiles of 128 rows.
+//!
+//! Same schedule, staging and epilogue as the `mma.sync` kernels
+//! ([`super::w4a4`]): a block walks `128 x 128` tiles (rows of one expert x
+//! output channels), K in stages of 256 staged as packed INT4 by a 4-deep
+//! `cp.async` ring. What changes is the math:
+//!
+//! - **A** (the activations, 64 rows per warpgroup) goes from the staged
+//!   nibbles to registers, unpacked to s8 (`x 16`) as the `mma.sync` kernel
+//!   unpacks them: per k-step of 32 a lane holds `lo`/`hi` of word `s` of its
+//!   16-byte slice `t` of half `h`, the `m16n8k32` A fragment that is also
+//!   `wgmma`'s.
+//! - **B** (the weights) must be s8 in shared memory for `wgmma`: after each
+//!   stage lands, every thread unpacks one (row, half) of it into a
+//!   double-buffered s8 tile, in the k order the A fragments imply: within
+//!   k-step `(h, s)`, 4-byte word `j` of a row holds `lo` (j < 4) or `hi`
+//!   (j >= 4) of word `s` of slice `j % 4`. Rows are 128 bytes (one half, 4
+//!   k-steps) with the 128-byte swizzle of [`super::wgmma::desc_sw128`];
+//!   the two halves are two such tiles.
+//!
+//! Each k-step's `wgmma` (one per warpgroup) is a commit group, at most 4
+//! in flight: the next stage's unpacking runs while the last ones do, into
+//! the other s8 buffer. The stage loop is unrolled 4 times (ptxas drains
+//! the pipeline at a loop back-edge while register operands are in flight). The sums carry the factor 256 of the unpacked
+//! operands, undone exactly in the epilogue as in the `mma.sync` kernels.
+
+use super::arch::*;
+use super::w4a4::{epilogue, load_stage, locate, schedule, staged, unpack_hi, unpack_lo, OUT_BF16, OUT_F16, OUT_I32};
+use super::wgmma;
+use crate::launch::{
+    GEMM_BK as BK, GEMM_BN as BN, GEMM_STAGES as STAGES, GEMM_WG_BM as BM, GEMM_WG_S8_BYTES as S8_BYTES,
+};
+use crate::params::W4A4Params;
+
+/// Bytes of one half (128 k) of the s8 weight tile: 128 rows of 128 bytes.
+const HALF_BYTES: u32 = BN * 128;
+/// Stages per iteration of the main loop.
+const UNROLL: u32 = 4;
+
+#[inline(always)]
+unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
+    const { assert!(S8_BYTES == 2 * HALF_BYTES && BM == 128 && BN == 128 && BK == 256) };
+    let t0 = tid();
+    let (warp, lane) = (t0 / 32, t0 % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let stage_bytes = (BM + BN) * (BK / 2);
+    // [s8 buffers: 2 x 32 KiB, 1024-aligned][staging ring][schedule]
+    let s8 = (smem() + 1023) & !1023;
+    let ring = s8 + 2 * S8_BYTES;
+    let sched = ring + STAGES * stage_bytes;
+    let nk = p.k.div_ceil(BK);
+    let total = schedule::<BM>(p, sched);
+    // This thread's share of the B unpacking: weight row `bn`, half `bh`.
+    let (bn, bh) = (t0 / 2, t0 % 2);
+    // This warp's A rows (warpgroup w: rows 64 w .. 64 w + 64).
+    let arow = 16 * warp + g;
+
+    let mut tile = bid();
+    while tile < total {
+        let tl = locate::<BM>(p, sched, tile);
+        let mut acc = [[[0i32; 4]; 16]; 1];
+        let mut s = 0;
+        while s < STAGES - 1 {
+            if s < nk {
+                load_stage::<BM>(p, &tl, s, ring + s * stage_bytes);
+            }
+            cp_async_commit();
+            s += 1;
+        }
+        // One 256-k stage.
+        let stage = |kt: u32, acc: &mut [[[i32; 4]; 16]; 1]| {
+            // The s8 buffer written below was last read by stage kt - 2's
+            // k-steps: retired, as at most 4 groups (k-steps of stage kt - 1)
+            // are in flight here, in both warpgroups by the barrier.
+            cp_async_wait::<{ STAGES - 2 }>();
+            sync();
+            let sbase = ring + (kt % STAGES) * stage_bytes;
+            let sb8 = s8 + (kt % 2) * S8_BYTES;
+            // Unpack B row bn, half bh into the s8 tile.
+            {
+                let mut w = [[0u32; 4]; 4];
+                unroll!(4, |j| w[j] = lds_v4(staged(sbase, BM + bn, 4 * bh + j as u32)));
+                let row = sb8 + bh * HALF_BYTES + bn * 128;
+                unroll!(4, |st| {
+                    let lo = [unpack_lo(w[0][st]), unpack_lo(w[1][st]), unpack_lo(w[2][st]), unpack_lo(w[3][st])];
+                    let hi = [unpack_hi(w[0][st]), unpack_hi(w[1][st]), unpack_hi(w[2][st]), unpack_hi(w[3][st])];
+                    let (q0, q1) = (2 * st as u32, 2 * st as u32 + 1);
+                    sts_v4(row + 16 * (q0 ^ (bn % 8)), lo);
+                    sts_v4(row + 16 * (q1 ^ (bn % 8)), hi);
+                });
+            }
+            // This lane's A words of both halves, rows arow and arow + 8.
+            let mut araw = [[[0u32; 4]; 2]; 2];
+            unroll!(2, |h| {
+                araw[h][0] = lds_v4(staged(sbase, arow, 4 * h as u32 + t));
+                araw[h][1] = lds_v4(staged(sbase, arow + 8, 4 * h as u32 + t));
+            });
+            wgmma::fence_proxy_async();
+            sync();
+            // Every thread is past its reads of stage kt - 1's slot: refill it.
+            let next = kt + STAGES - 1;
+            if next < nk {
+                load_stage::<BM>(p, &tl, next, ring + (next % STAGES) * stage_bytes);
+            }
+            cp_async_commit();
+            unroll!(2, |h| {
+                unroll!(4, |st| {
+                    // One commit group per k-step; this step's A registers
+                    // of 4 steps ago are free once at most 3 are in flight.
+                    wgmma::wait::<3>();
+                    let (w0, w8) = (araw[h][0][st], araw[h][1][st]);
+                    let a = [unpack_lo(w0), unpack_lo(w8), unpack_hi(w0), unpack_hi(w8)];
+                    wgmma::fence();
+                    let desc = wgmma::desc_sw128(sb8 + h as u32 * HALF_BYTES + 32 * st as u32);
+                    wgmma::mma_s8_n128(&mut acc[0], a, desc, true);
+                    wgmma::commit();
+                });
+            });
+        };
+        // ptxas drains the wgmma pipeline at every loop back-edge (the A
+        // operands live in registers), so the loop body is UNROLL stages.
+        let mut kt = 0;
+        while kt < nk {
+            unroll!(UNROLL as usize, |u| {
+                if kt + (u as u32) < nk {
+                    stage(kt + u as u32, &mut acc)
+                }
+            });
+            kt += UNROLL;
+        }
+        wgmma::wait::<0>();
+        wgmma::hold_i32(&mut acc[0]);
+        cp_async_wait::<0>();
+        sync(); // all warps done reading before the next tile's prologue
+        epilogue::<BM, 1, 8, 16, OUT>(p, &acc, tl.e, tl.m0, tl.r1, tl.n0);
+        tile += gdim();
+    }
+}
+
+macro_rules! gemm_wg_kernels {
+    ($($name:ident: $out:ident;)*) => {$(
+        /// W4A4 grouped GEMM on `wgmma` (128-row tiles, output kind); see
+        /// the module docs.
+        ///
+        /// # Safety
+        /// `p` must describe device buffers as [`W4A4Params`] documents,
+        /// `n_experts <= 1024`; 256 threads and
+        /// [`crate::launch::gemm_wg_smem_bytes`] of dynamic shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: W4A4Params) {
+            gemm_wg::<$out>(&p)
+        }
+    )*};
+}
+
+gemm_wg_kernels! {
+    w4a4_gemm_wg_bf16: OUT_BF16;
+    w4a4_gemm_wg_f16: OUT_F16;
+    w4a4_gemm_wg_i32: OUT_I32;
+}
