@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use moe4::reference::{moe_layer, Activation};
 use moe4::{ForwardPath, Half, MoeWeights, Tuning, Workspace};
 
-fn forward_t<T: Half + Copy>(
+fn forward<T: Half>(
     w: &MoeWeights,
     ws: &mut Workspace,
     s: &std::sync::Arc<cudarc::driver::CudaStream>,
@@ -25,17 +25,6 @@ fn forward_t<T: Half + Copy>(
     let got: Vec<f64> = s.clone_dtoh(&out).unwrap().iter().map(|v| v.to_f32() as f64).collect();
     assert!(got.iter().all(|v| v.is_finite()), "unwritten outputs");
     got
-}
-
-fn forward(
-    w: &MoeWeights,
-    ws: &mut Workspace,
-    s: &std::sync::Arc<cudarc::driver::CudaStream>,
-    x: &[f32],
-    ids: &[i32],
-    tw: &[f32],
-) -> Vec<f64> {
-    forward_t::<bf16>(w, ws, s, x, ids, tw)
 }
 
 fn reference<T: Half>(
@@ -90,11 +79,11 @@ fn prefill_against_the_reference() {
             let want_f16 = reference::<f16>(&layer, act, &x, &ids, &tw, topk);
             for (label, t) in variants(&gpu) {
                 *ws.tuning_mut() = t;
-                let got = forward_t::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+                let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
                 let err = rel_l2(&got, &want_bf16);
                 report(&format!("prefill {label} bf16 E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
                 assert!(err < 1e-2, "{label} bf16 M={m}: {err}");
-                let got = forward_t::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
+                let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
                 let err = rel_l2(&got, &want_f16);
                 report(&format!("prefill {label} f16 E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
                 assert!(err < 1e-2, "{label} f16 M={m}: {err}");
@@ -117,9 +106,9 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     let x = rng.vec(m * h, 1.0);
     let (ids, tw) = routing(&mut rng, m, e, topk);
     ws.set_path(ForwardPath::Decode);
-    let d = forward(&w, &mut ws, &s, &x, &ids, &tw);
+    let d = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
     ws.set_path(ForwardPath::Prefill);
-    let p = forward(&w, &mut ws, &s, &x, &ids, &tw);
+    let p = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
     let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
     let (ed, ep, edp) = (rel_l2(&d, &want), rel_l2(&p, &want), rel_l2(&p, &d));
     report(&format!("crossover M={m}: decode {ed:.2e}, prefill {ep:.2e}, prefill vs decode {edp:.2e}"));
@@ -137,12 +126,12 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
         }
     }
     ws.set_path(ForwardPath::Auto);
-    let got = forward(&w, &mut ws, &s, &x, &ids, &tw);
+    let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
     let err = rel_l2(&got, &reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
     report(&format!("skewed M={m} ({} pairs): rel L2 error {err:.2e}", m * topk));
     assert!(err < 1e-2, "{err}");
     // Bit-reproducible although the router's slot order is not.
-    let again = forward(&w, &mut ws, &s, &x, &ids, &tw);
+    let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "prefill output changed between runs");
 }
 
@@ -163,7 +152,7 @@ fn prefill_sanitizer_case() {
     let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
     for (label, t) in variants(&gpu) {
         *ws.tuning_mut() = t;
-        let err = rel_l2(&forward(&w, &mut ws, &s, &x, &ids, &tw), &want);
+        let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw), &want);
         report(&format!("prefill sanitizer case {label}: rel L2 error {err:.2e}"));
         assert!(err < 1e-2, "{label}: {err}");
     }
