@@ -5,7 +5,9 @@
 # figures), all.log (everything, bench tables included), bench-*.json.
 #   bash scripts/gpu-run.sh [PART...]   (default: all)
 # PART: tests | sanitize | tune | decode | prefill | w4a4 | bench (= decode
-# prefill w4a4) | all (= tests sanitize bench)
+# prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
+# kernels of two shapes and the W4A4 GEMM) | exp (prefill at M = 8192 with
+# each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE)
 set -u
 B=${BUNDLE:-.gpu}
 if [ -f "$B/bundle.tar.gz" ]; then
@@ -27,7 +29,7 @@ step() { # name, timeout, command...
   timeout "$t" "$@" > "$O/step.log" 2>&1
   local rc=$?
   echo "=== $name: rc=$rc ($(( $(date +%s) - start )) s)" | tee -a "$O/summary.txt"
-  grep -E "^moe4:|test result|FAILED|panicked|mismatch|SUMMARY|error|relative|integer sums" "$O/step.log" | head -150 | tee -a "$O/summary.txt"
+  grep -E "^moe4:|test result|FAILED|panicked|mismatch|SUMMARY|error|relative|integer sums|^  .* M=|^  .* rows=" "$O/step.log" | head -150 | tee -a "$O/summary.txt"
   { echo "=== $name: $*"; cat "$O/step.log"; } >> "$O/all.log"
   rm -f "$O/step.log"
   [ $rc -eq 0 ] || status=1
@@ -58,6 +60,25 @@ if want sanitize; then
   else
     echo "compute-sanitizer not found" | tee -a "$O/summary.txt"; status=1
   fi
+fi
+if want profile; then
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$N" ]; then
+    for s in DeepSeek-V3 Qwen3-30B-A3B; do
+      step "ncu-prefill-$s" 400 "$N" --clock-control none -k 'regex:moe_(route|permute|pfw|combine)' -c 5 \
+        --set full --print-details all "$B/moe4" bench prefill --shape "$s" --m 8192
+    done
+    step ncu-w4a4-Mixtral 400 "$N" --clock-control none -k regex:w4a4_gemm -c 2 --set full --print-details all \
+      "$B/moe4" bench w4a4 --shape Mixtral-8x7B --m 8192
+  else
+    echo "ncu not found" | tee -a "$O/summary.txt"; status=1
+  fi
+fi
+if want exp; then
+  for f in "${BUNDLE:-.gpu}"/exp/*.ptx; do
+    step "exp-$(basename "$f" .ptx)" 300 env MOE4_PTX_FILE="$f" "$B/moe4" bench prefill \
+      --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192
+  done
 fi
 for k in tune decode prefill w4a4; do
   if want $k; then

@@ -180,6 +180,25 @@ fn wgmma_tiles_exact_and_scaled() {
     let p = problem(&mut rng, &[300, 0, 129, 517], 264, 2880, true);
     run::<bf16>(&gpu, &p, "128-row tiles 300/0/129/517, N=264 K=2880");
     run::<f16>(&gpu, &p, "128-row tiles 300/0/129/517, N=264 K=2880");
+    // An output 4 bytes past a 16-byte boundary (the wgmma kernel's 16-byte
+    // stores cannot take it; the call must still be right).
+    let s = gpu.context().default_stream();
+    let api = W4A4::new(&gpu, &s).unwrap();
+    let (a, b) = (s.clone_htod(&p.a).unwrap(), s.clone_htod(&p.b).unwrap());
+    let (sa, sw) = (s.clone_htod(&p.s_a).unwrap(), s.clone_htod(&p.s_w).unwrap());
+    let off = s.clone_htod(&p.offsets).unwrap();
+    let rs = s.clone_htod(p.row_scale.as_ref().unwrap()).unwrap();
+    let (av, bv, sav, swv, ov, rsv) =
+        (a.as_view(), b.as_view(), sa.as_view(), sw.as_view(), off.as_view(), rs.as_view());
+    let args = GemmArgs { a: &av, b: &bv, s_a: &sav, s_w: &swv, offsets: &ov, row_scale: Some(&rsv), n: p.n, k: p.k };
+    let mut out = s.clone_htod(&vec![bf16::NAN; p.rows * p.n + 2]).unwrap();
+    api.gemm(&s, &args, &mut out.slice_mut(2..)).unwrap();
+    let got: Vec<f64> = s.clone_dtoh(&out).unwrap()[2..].iter().map(|v| v.to_f64()).collect();
+    let (_, want) =
+        w4a4_grouped_gemm(&p.a, &p.b, &p.s_a, &p.s_w, &p.offsets, p.row_scale.as_deref(), p.rows, p.n, p.k).unwrap();
+    let err = rel_l2(&got, &want);
+    report(&format!("w4a4 128-row tiles, output at +4 bytes: rel L2 error {err:.2e}"));
+    assert!(err < 1e-2, "{err}");
 }
 
 #[test]

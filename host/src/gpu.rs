@@ -69,10 +69,18 @@ impl Gpu {
 
     /// Loads a specific build, e.g. the sm_89 one on a newer GPU to test its
     /// code paths there (PTX is forward compatible; `a` builds are not).
+    ///
+    /// For kernel development, the environment variable `MOE4_PTX_FILE`
+    /// names a PTX file loaded instead of the embedded build (an
+    /// experimental build of the same architecture's kernels).
     pub fn with_arch(ctx: Arc<CudaContext>, arch: Arch) -> Result<Arc<Gpu>> {
         let (major, minor) = ctx.compute_capability()?;
         Arch::for_capability(major, minor)?;
-        let module = ctx.load_module(Ptx::from_src(arch.ptx()))?;
+        let ptx = match std::env::var("MOE4_PTX_FILE") {
+            Ok(path) => std::fs::read_to_string(&path).map_err(|source| Error::Io { path, source })?,
+            Err(_) => arch.ptx().to_string(),
+        };
+        let module = ctx.load_module(Ptx::from_src(ptx))?;
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;

@@ -143,7 +143,8 @@ impl W4A4 {
         }
         let bm = Self::bm(p.rows as usize, p.n_experts);
         p.error_count = self.errors.device_ptr(stream).0;
-        let (name, smem) = if bm == 128 && self.wgmma {
+        // The wgmma kernel's 16-bit epilogue writes 16-byte pieces.
+        let (name, smem) = if bm == 128 && self.wgmma && (kind == "i32" || p.out.is_multiple_of(16)) {
             (format!("w4a4_gemm_wg_{kind}"), gemm_wg_smem_bytes())
         } else {
             (format!("w4a4_gemm_bm{bm}_{kind}"), gemm_smem_bytes(bm))

@@ -4,6 +4,7 @@
 //! moe4 demo                      quantize a random Qwen3-30B-A3B layer, report its error
 //! moe4 smoke                     single-instruction GPU checks against the CPU
 //! moe4 bench <decode|prefill|w4a4|peak|tune|all> [--quick] [--json FILE]
+//!            [--shape NAME[,NAME]] [--m N[,N]]
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
 //! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
 //!                                one MoE layer from a safetensors checkpoint on the GPU;
@@ -45,7 +46,7 @@ fn main() -> ExitCode {
         Some("run") => run_layer(&args[1..]),
         Some("run-w4a4") => run_w4a4(&args[1..]),
         _ => {
-            eprintln!("usage: moe4 <demo|smoke|bench KIND [--quick] [--json FILE]|info|run ...|run-w4a4 ...> (see the crate docs)");
+            eprintln!("usage: moe4 <demo|smoke|bench KIND [--quick] [--json FILE] [--shape S] [--m N]|info|run ...|run-w4a4 ...> (see the crate docs)");
             return ExitCode::from(2);
         }
     };
@@ -210,6 +211,22 @@ fn bench_cmd(args: &[String]) -> Res {
     let kind = args.first().map(String::as_str).unwrap_or("all");
     let quick = args.iter().any(|a| a == "--quick");
     let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1));
+    // `--shape NAME[,NAME]` and `--m N[,N]` narrow a run to some shapes and
+    // sizes (M for decode/prefill, rows for w4a4).
+    let shape_filter: Option<Vec<&str>> = flag(args, "--shape").map(|s| s.split(',').collect());
+    if let Some(f) = &shape_filter {
+        if let Some(bad) = f.iter().find(|n| !bench::SHAPES.iter().any(|s| s.name == **n)) {
+            let names: Vec<&str> = bench::SHAPES.iter().map(|s| s.name).collect();
+            return Err(format!("unknown shape {bad:?} (one of {})", names.join(", ")).into());
+        }
+    }
+    let m_filter: Option<Vec<usize>> = match flag(args, "--m") {
+        Some(s) => Some(s.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|e| format!("--m {s:?}: {e}"))?),
+        None => None,
+    };
+    let shapes: Vec<bench::Shape> =
+        bench::SHAPES.iter().copied().filter(|s| shape_filter.as_ref().is_none_or(|f| f.contains(&s.name))).collect();
+    let sizes = |default: Vec<usize>| m_filter.clone().unwrap_or(default);
     if !gpu_available() {
         return Err("bench needs a CUDA GPU".into());
     }
@@ -224,9 +241,9 @@ fn bench_cmd(args: &[String]) -> Res {
     let mut json = Vec::new();
     if kind == "decode" || kind == "all" {
         let copy = bench::copy_bandwidth(&stream)?;
-        let ms: Vec<usize> = if quick { vec![1, 16, 64] } else { vec![1, 2, 4, 8, 16, 32, 64] };
+        let ms = sizes(if quick { vec![1, 16, 64] } else { vec![1, 2, 4, 8, 16, 32, 64] });
         let mut all = Vec::new();
-        for s in bench::SHAPES {
+        for s in &shapes {
             let r = bench::decode(&gpu, &stream, *s, &ms, copy)?;
             for x in &r {
                 eprintln!("  {} M={} {:.1} us {:.0} GB/s ({:.2})", x.shape, x.m, x.us, x.gbps, x.of_copy);
@@ -265,9 +282,9 @@ fn bench_cmd(args: &[String]) -> Res {
         json.push(bench::tune_json(&all, copy));
     }
     if kind == "prefill" || kind == "all" {
-        let ms: Vec<usize> = if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] };
+        let ms = sizes(if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] });
         let mut all = Vec::new();
-        for s in bench::SHAPES {
+        for s in &shapes {
             let r = bench::prefill(&gpu, &stream, *s, &ms)?;
             for x in &r {
                 eprintln!(
@@ -284,9 +301,9 @@ fn bench_cmd(args: &[String]) -> Res {
         let p = bench::peaks(&gpu, &stream)?;
         println!("\n## mma.sync peaks\n\ns8 {:.0} TOPS, s4 {:.0} TOPS, f16 {:.0} TFLOP/s", p.0, p.1, p.2);
         if kind != "peak" {
-            let rows: Vec<usize> = if quick { vec![8192] } else { vec![128, 1024, 8192] };
+            let rows = sizes(if quick { vec![8192] } else { vec![128, 1024, 8192] });
             let mut all = Vec::new();
-            for s in bench::SHAPES {
+            for s in &shapes {
                 let r = bench::w4a4(&gpu, &stream, *s, &rows, p.0)?;
                 for x in &r {
                     eprintln!(

@@ -26,10 +26,13 @@
 //! operands, undone exactly in the epilogue as in the `mma.sync` kernels.
 
 use super::arch::*;
-use super::w4a4::{epilogue, load_stage, locate, schedule, staged, unpack_hi, unpack_lo, OUT_BF16, OUT_F16, OUT_I32};
+use super::w4a4::{
+    epilogue, load_stage, locate, schedule, staged, unpack_hi, unpack_lo, Tile, OUT_BF16, OUT_F16, OUT_I32,
+};
 use super::wgmma;
 use crate::launch::{
-    GEMM_BK as BK, GEMM_BN as BN, GEMM_STAGES as STAGES, GEMM_WG_BM as BM, GEMM_WG_S8_BYTES as S8_BYTES,
+    GEMM_BK as BK, GEMM_BN as BN, GEMM_STAGES as STAGES, GEMM_THREADS as THREADS, GEMM_WG_BM as BM,
+    GEMM_WG_S8_BYTES as S8_BYTES,
 };
 use crate::params::W4A4Params;
 
@@ -133,9 +136,67 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
         wgmma::hold_i32(&mut acc[0]);
         cp_async_wait::<0>();
         sync(); // all warps done reading before the next tile's prologue
-        epilogue::<BM, 1, 8, 16, OUT>(p, &acc, tl.e, tl.m0, tl.r1, tl.n0);
+        if OUT == OUT_I32 {
+            epilogue::<BM, 1, 8, 16, OUT>(p, &acc, tl.e, tl.m0, tl.r1, tl.n0);
+        } else {
+            epilogue_staged::<OUT>(p, &acc, &tl, s8);
+        }
         tile += gdim();
     }
+}
+
+/// Row stride of the staged output tile (256 bytes of 16-bit values plus 16
+/// of padding: the 8 rows a warp writes at once then hit distinct banks).
+const OUT_STRIDE: u32 = 272;
+
+/// 16-bit epilogue through shared memory: each thread scales and packs its
+/// accumulators into the tile at `stage` (the s8 buffers, free after the
+/// k-loop), then the block writes the tile out in full 16-byte pieces (a row
+/// segment of 256 contiguous bytes), instead of 4-byte pieces per lane.
+/// Requires `out` 16-byte aligned (the host checks).
+#[inline(always)]
+unsafe fn epilogue_staged<const OUT: u32>(p: &W4A4Params, acc: &[[[i32; 4]; 16]; 1], tl: &Tile, stage: u32) {
+    const { assert!(2 * S8_BYTES >= BM * OUT_STRIDE) };
+    let t0 = tid();
+    let (warp, lane) = (t0 / 32, t0 % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let unscale = 1.0 / 256.0; // both unpacked operands carry x16
+    let mut sa = [0f32; 2];
+    unroll!(2, |h| {
+        let row = tl.m0 + 16 * warp + g + 8 * h as u32;
+        if row < tl.r1 {
+            sa[h] = ldg_f32(p.s_a + 4 * row as u64) * unscale;
+            if p.row_scale != 0 {
+                sa[h] *= ldg_f32(p.row_scale + 4 * row as u64);
+            }
+        }
+    });
+    unroll16!(16, |nj| {
+        let col = tl.n0 + 8 * nj as u32 + 2 * t;
+        let (mut w0, mut w1) = (0f32, 0f32);
+        if col < p.n {
+            let sw = p.s_w + 4 * (tl.e as u64 * p.n as u64 + col as u64);
+            (w0, w1) = (ldg_f32(sw), ldg_f32(sw + 4));
+        }
+        unroll!(2, |h| {
+            let (y0, y1) = (sa[h] * w0 * acc[0][nj][2 * h] as f32, sa[h] * w1 * acc[0][nj][2 * h + 1] as f32);
+            let packed = if OUT == OUT_BF16 { pack_bf16x2(y0, y1) } else { pack_f16x2(y0, y1) };
+            let r = 16 * warp + g + 8 * h as u32;
+            sts(stage + r * OUT_STRIDE + 4 * (4 * nj as u32 + t), packed);
+        });
+    });
+    sync();
+    // 128 rows x 16 pieces of 16 bytes; N is a multiple of 8, so a piece is
+    // wholly inside or outside.
+    unroll!(8, |i| {
+        let piece = t0 + THREADS * i as u32;
+        let (r, q) = (piece / 16, piece % 16);
+        let (row, col) = (tl.m0 + r, tl.n0 + 8 * q);
+        if row < tl.r1 && col < p.n {
+            let v = lds_v4(stage + r * OUT_STRIDE + 16 * q);
+            stg_v4(p.out + 2 * (row as u64 * p.n as u64 + col as u64), v);
+        }
+    });
 }
 
 macro_rules! gemm_wg_kernels {
