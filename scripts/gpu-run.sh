@@ -36,6 +36,8 @@ step() { # name, timeout, command...
   # A step that ran out of time has likely hung the GPU: stop here.
   if [ $rc -eq 124 ]; then echo "=== stopping: $name timed out" | tee -a "$O/summary.txt"; exit 1; fi
 }
+# A CUDA tool on the PATH or in the usual install folders.
+cuda_tool() { command -v "$1" || ls /usr/local/cuda*/bin/"$1" /opt/nvidia/nsight-compute/*/"$1" 2>/dev/null | head -1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv | tee -a "$O/summary.txt"
 step info 60 "$B/moe4" info
 if want tests; then
@@ -48,7 +50,7 @@ if want tests; then
   done
 fi
 if want sanitize; then
-  S=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  S=$(cuda_tool compute-sanitizer)
   if [ -n "$S" ]; then
     step memcheck-decode 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-decode" sanitizer_case
     step racecheck-decode 300 "$S" --tool racecheck --error-exitcode 1 "$B/test-decode" sanitizer_case
@@ -62,7 +64,7 @@ if want sanitize; then
   fi
 fi
 if want profile; then
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  N=$(cuda_tool ncu)
   if [ -n "$N" ]; then
     for s in DeepSeek-V3 Qwen3-30B-A3B; do
       step "ncu-prefill-$s" 400 "$N" --clock-control none -k 'regex:moe_(route|permute|pfw|combine)' -c 5 \

@@ -210,7 +210,7 @@ fn smoke() -> Res {
 fn bench_cmd(args: &[String]) -> Res {
     let kind = args.first().map(String::as_str).unwrap_or("all");
     let quick = args.iter().any(|a| a == "--quick");
-    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1));
+    let json_path = flag(args, "--json");
     // `--shape NAME[,NAME]` and `--m N[,N]` narrow a run to some shapes and
     // sizes (M for decode/prefill, rows for w4a4).
     let shape_filter: Option<Vec<&str>> = flag(args, "--shape").map(|s| s.split(',').collect());

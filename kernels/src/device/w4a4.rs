@@ -282,6 +282,18 @@ const ACC_SHIFT: u32 = 8;
 #[cfg(moe4_arch = "sm_89")]
 const ACC_SHIFT: u32 = 0;
 
+/// The scale of output row `row` in the 16-bit epilogues: `s_a[row]` (times
+/// the routing weight `row_scale[row]` where given), over the factor the
+/// accumulators carry.
+#[inline(always)]
+pub(super) unsafe fn row_scale(p: &W4A4Params, row: u32) -> f32 {
+    let mut sa = ldg_f32(p.s_a + 4 * row as u64) * (1.0 / (1u32 << ACC_SHIFT) as f32);
+    if p.row_scale != 0 {
+        sa *= ldg_f32(p.row_scale + 4 * row as u64);
+    }
+    sa
+}
+
 #[inline(always)]
 pub(super) unsafe fn epilogue<const BM: u32, const MI: usize, const WM: u32, const NJ: usize, const OUT: u32>(
     p: &W4A4Params,
@@ -295,18 +307,11 @@ pub(super) unsafe fn epilogue<const BM: u32, const MI: usize, const WM: u32, con
     let warp = tid() / 32;
     let (g, t) = (lane / 4, lane % 4);
     let (wm, wn) = (warp / (8 / WM), warp % (8 / WM));
-    let unscale = 1.0 / (1u32 << ACC_SHIFT) as f32;
     unroll!(MI, |mi| {
         unroll!(2, |h| {
             let row = m0 + (BM / WM) * wm + 16 * mi as u32 + g + 8 * h as u32;
             if row < r1 {
-                let mut sa = 0f32;
-                if OUT != OUT_I32 {
-                    sa = ldg_f32(p.s_a + 4 * row as u64) * unscale;
-                    if p.row_scale != 0 {
-                        sa *= ldg_f32(p.row_scale + 4 * row as u64);
-                    }
-                }
+                let sa = if OUT != OUT_I32 { row_scale(p, row) } else { 0.0 };
                 unroll16!(NJ, |nj| {
                     let col = n0 + 8 * NJ as u32 * wn + 8 * nj as u32 + 2 * t;
                     if col < p.n {

@@ -27,7 +27,7 @@
 
 use super::arch::*;
 use super::w4a4::{
-    epilogue, load_stage, locate, schedule, staged, unpack_hi, unpack_lo, Tile, OUT_BF16, OUT_F16, OUT_I32,
+    epilogue, load_stage, locate, row_scale, schedule, staged, unpack_hi, unpack_lo, Tile, OUT_BF16, OUT_F16, OUT_I32,
 };
 use super::wgmma;
 use crate::launch::{
@@ -160,15 +160,11 @@ unsafe fn epilogue_staged<const OUT: u32>(p: &W4A4Params, acc: &[[[i32; 4]; 16];
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let unscale = 1.0 / 256.0; // both unpacked operands carry x16
     let mut sa = [0f32; 2];
     unroll!(2, |h| {
         let row = tl.m0 + 16 * warp + g + 8 * h as u32;
         if row < tl.r1 {
-            sa[h] = ldg_f32(p.s_a + 4 * row as u64) * unscale;
-            if p.row_scale != 0 {
-                sa[h] *= ldg_f32(p.row_scale + 4 * row as u64);
-            }
+            sa[h] = row_scale(p, row);
         }
     });
     unroll16!(16, |nj| {
