@@ -59,6 +59,8 @@ if want sanitize; then
     step racecheck-w4a4-tiles 300 "$S" --tool racecheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
     step synccheck-w4a4-tiles 300 "$S" --tool synccheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
     step memcheck-prefill 300 "$S" --tool memcheck --error-exitcode 1 "$B/test-prefill" prefill_sanitizer_case
+    step racecheck-prefill 300 "$S" --tool racecheck --error-exitcode 1 "$B/test-prefill" prefill_sanitizer_case
+    step synccheck-prefill 300 "$S" --tool synccheck --error-exitcode 1 "$B/test-prefill" prefill_sanitizer_case
   else
     echo "compute-sanitizer not found" | tee -a "$O/summary.txt"; status=1
   fi
@@ -66,9 +68,14 @@ fi
 if want profile; then
   N=$(cuda_tool ncu)
   if [ -n "$N" ]; then
+    # One forward's kernels (route, permute, FC1, FC2, combine) of two shapes:
+    # a report, its details page, and the FC1 kernel's SASS with per-line
+    # counters (stall reasons, instructions executed).
     for s in DeepSeek-V3 Qwen3-30B-A3B; do
       step "ncu-prefill-$s" 400 "$N" --clock-control none -k 'regex:moe_(route|permute|pfw|combine)' -c 5 \
-        --set full --print-details all "$B/moe4" bench prefill --shape "$s" --m 8192
+        --set full --import-source no -f -o "/tmp/prof-$s" "$B/moe4" bench prefill --shape "$s" --m 8192
+      step "ncu-details-$s" 120 "$N" -i "/tmp/prof-$s.ncu-rep" --page details --print-details all
+      step "ncu-sass-$s" 120 sh -c "'$N' -i '/tmp/prof-$s.ncu-rep' -k regex:moe_pfw1 --page source --print-source sass --csv > '$O/sass-$s.csv'"
     done
     step ncu-w4a4-Mixtral 400 "$N" --clock-control none -k regex:w4a4_gemm -c 2 --set full --print-details all \
       "$B/moe4" bench w4a4 --shape Mixtral-8x7B --m 8192
