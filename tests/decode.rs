@@ -117,35 +117,41 @@ fn skewed_and_degenerate_routing() {
     let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
     let topk = 8;
     let mut ws = Workspace::new(&w, &s, 256, topk).unwrap();
-    // Every token on one expert (k slots all the same expert: 8 * M pairs
-    // on expert 5, more than one column-tile group).
-    for m in [1, 7, 64, 256] {
-        let mut c = case(&mut rng, &layer, "all pairs on expert 5", m, topk);
-        c.ids.iter_mut().for_each(|id| *id = 5);
-        check::<bf16>(&w, &mut ws, &s, &c);
-        // The router places an expert's pairs in whatever order its atomics
-        // land; the output must not depend on it, bit for bit.
-        let first = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-        for rep in 0..3 {
-            let again = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-            let diff = first.iter().zip(&again).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-            assert_eq!(diff, 0, "M={m} rerun {rep}: {diff} outputs differ");
+    // Both routings: one block (the default at these sizes) and many
+    // (forced; M = 256 spreads expert 5's pairs over two blocks).
+    for route_blocks_from in [usize::MAX, 0] {
+        ws.tuning_mut().route_blocks_from = route_blocks_from;
+        let many = if route_blocks_from == 0 { ", many-block routing" } else { "" };
+        // Every token on one expert (k slots all the same expert: 8 * M
+        // pairs on expert 5, more than one column-tile group).
+        for m in [1, 7, 64, 256] {
+            let mut c = case(&mut rng, &layer, &format!("all pairs on expert 5{many}"), m, topk);
+            c.ids.iter_mut().for_each(|id| *id = 5);
+            check::<bf16>(&w, &mut ws, &s, &c);
+            // The router places an expert's pairs in whatever order its
+            // atomics land; the output must not depend on it, bit for bit.
+            let first = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+            for rep in 0..3 {
+                let again = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+                let diff = first.iter().zip(&again).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+                assert_eq!(diff, 0, "M={m}{many} rerun {rep}: {diff} outputs differ");
+            }
         }
+        // All ids -1: the output is exactly zero (and written).
+        let mut c = case(&mut rng, &layer, &format!("all ids -1{many}"), 3, topk);
+        c.ids.iter_mut().for_each(|id| *id = -1);
+        let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+        assert!(got.iter().all(|&v| v == 0.0));
+        // Out-of-range ids: skipped like -1, counted, no fault.
+        ws.reset_invalid_id_count(&s).unwrap();
+        let mut c = case(&mut rng, &layer, &format!("out-of-range ids{many}"), 33, topk);
+        let bad = [(0usize, 32i32), (3, 1000), (9, -2), (40, i32::MIN), (77, i32::MAX), (100, 65536)];
+        for &(p, v) in &bad {
+            c.ids[p] = v;
+        }
+        check::<bf16>(&w, &mut ws, &s, &c);
+        assert_eq!(ws.invalid_id_count(&s).unwrap(), bad.len() as u64);
     }
-    // All ids -1: the output is exactly zero (and written).
-    let mut c = case(&mut rng, &layer, "all ids -1", 3, topk);
-    c.ids.iter_mut().for_each(|id| *id = -1);
-    let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-    assert!(got.iter().all(|&v| v == 0.0));
-    // Out-of-range ids: skipped like -1, counted, no fault.
-    ws.reset_invalid_id_count(&s).unwrap();
-    let mut c = case(&mut rng, &layer, "out-of-range ids", 33, topk);
-    let bad = [(0usize, 32i32), (3, 1000), (9, -2), (40, i32::MIN), (77, i32::MAX), (100, 65536)];
-    for &(p, v) in &bad {
-        c.ids[p] = v;
-    }
-    check::<bf16>(&w, &mut ws, &s, &c);
-    assert_eq!(ws.invalid_id_count(&s).unwrap(), bad.len() as u64);
     // Too many tokens is an error, not a fault.
     let c = case(&mut rng, &layer, "over capacity", 257, topk);
     let x = s.clone_htod(&vec![bf16::ZERO; c.m * h]).unwrap();
@@ -172,15 +178,23 @@ fn graph_replay_equals_eager_bit_for_bit() {
     let mut eager = s.alloc_zeros::<bf16>(48 * 1024).unwrap();
     w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut eager.as_view_mut()).unwrap();
     let eager = s.clone_dtoh(&eager).unwrap();
-    let mut out = s.clone_htod(&vec![bf16::NAN; 48 * 1024]).unwrap();
-    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
-    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
-    let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
-    for rep in 0..3 {
-        graph.launch().unwrap();
-        let got = s.clone_dtoh(&out).unwrap();
-        let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-        assert_eq!(diff, 0, "replay {rep}: {diff} outputs differ from eager");
+    // The graph of the default (one-block) routing, then of the many-block
+    // one: both equal the eager call bit for bit.
+    for route_blocks_from in [usize::MAX, 0] {
+        ws.tuning_mut().route_blocks_from = route_blocks_from;
+        let mut out = s.clone_htod(&vec![bf16::NAN; 48 * 1024]).unwrap();
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+        w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+        let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
+        for rep in 0..3 {
+            graph.launch().unwrap();
+            let got = s.clone_dtoh(&out).unwrap();
+            let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(
+                diff, 0,
+                "routing from {route_blocks_from} pairs, replay {rep}: {diff} outputs differ from eager"
+            );
+        }
     }
     unsafe { ctx.enable_event_tracking() };
 }
@@ -216,6 +230,9 @@ fn sanitizer_case() {
     c.ids[3] = -1;
     c.ids[5] = 77;
     check::<bf16>(&w, &mut ws, &s, &c);
+    ws.tuning_mut().route_blocks_from = 0;
+    c.name = "sanitizer, many-block routing".into();
+    check::<bf16>(&w, &mut ws, &s, &c);
 }
 
 /// Every kernel variant the benchmark compares computes the same layer:
@@ -239,6 +256,7 @@ fn tuning_variants_against_the_reference() {
         ("NT=1", moe4::Tuning { nt: Some(1), ..d }),
         ("NT=2", moe4::Tuning { nt: Some(2), ..d }),
         ("NT=4", moe4::Tuning { nt: Some(4), ..d }),
+        ("many-block routing", moe4::Tuning { route_blocks_from: 0, ..d }),
     ];
     for (label, t) in variants {
         for m in [1, 5, 40] {

@@ -53,7 +53,9 @@ mod weights;
 pub use dtype::Half;
 pub use error::{Error, Result};
 pub use gpu::{gpu_available, Gpu};
-pub use moe::{ForwardPath, Tuning, Workspace, MAX_PAIRS, MAX_TOPK, PREFILL_CROSSOVER, WIDE_PREFILL_PAIRS};
+pub use moe::{
+    ForwardPath, Tuning, Workspace, MAX_PAIRS, MAX_TOPK, PREFILL_CROSSOVER, ROUTE_BLOCKS_FROM, WIDE_PREFILL_PAIRS,
+};
 pub use ptx::Arch;
 pub use reference::Activation;
 pub use w4a4::{GemmArgs, W4A4};

@@ -27,8 +27,8 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_smem_bytes, FC_WARPS, FC_WARPS_WIDE,
-    PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
+    FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -57,6 +57,11 @@ pub enum ForwardPath {
 }
 /// Largest top-k.
 pub const MAX_TOPK: usize = 64;
+/// Pairs (M x top-k) from which `forward` routes on many blocks by
+/// default ([`Tuning::route_blocks_from`]): one block took ~230 µs for
+/// 65 536 pairs on the H200 (run 17's profile), three launches over many
+/// blocks cost a few µs each.
+pub const ROUTE_BLOCKS_FROM: usize = 4096;
 
 /// Scratch for [`MoeWeights::forward`], allocated once for at most
 /// `max_tokens` tokens, so the forward pass allocates nothing (and a CUDA
@@ -75,6 +80,7 @@ pub struct Workspace {
     groups: CudaSlice<u32>,
     group_rows: CudaSlice<u32>,
     group_w: CudaSlice<f32>,
+    route_hist: CudaSlice<u32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -105,6 +111,9 @@ pub struct Tuning {
     /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
     /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
+    /// Pairs (M x top-k) from which the routing runs on many blocks
+    /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`).
+    pub route_blocks_from: usize,
 }
 
 impl Tuning {
@@ -118,6 +127,7 @@ impl Tuning {
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
             wgmma_cols: None,
+            route_blocks_from: ROUTE_BLOCKS_FROM,
         }
     }
 }
@@ -157,6 +167,7 @@ impl Workspace {
             groups: stream.alloc_zeros(4 * pairs)?,
             group_rows: stream.alloc_zeros(group_slots)?,
             group_w: stream.alloc_zeros(group_slots)?,
+            route_hist: stream.alloc_zeros(route_hist_words(weights.experts as u32) as usize)?,
         })
     }
 
@@ -308,6 +319,7 @@ impl MoeWeights {
         let (active, _a) = ws.active.device_ptr_mut(stream);
         let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
         let (invalid, _v) = ws.invalid.device_ptr_mut(stream);
+        let (route_hist, _rh) = ws.route_hist.device_ptr_mut(stream);
         let (hbuf, _h) = ws.h.device_ptr_mut(stream);
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
@@ -345,13 +357,26 @@ impl MoeWeights {
                 (true, None) => PF_COLS,
                 (false, _) => 8 * nt as u32,
             },
-            pad: 0,
+            chunk: 0,
+            hist: 0,
         };
-        // SAFETY: the buffers were checked above to hold what RouteParams
-        // documents; the shared memory matches the kernel's layout.
-        unsafe {
-            let smem = route_smem_bytes(e as u32);
-            gpu.launch_dependent(stream, "moe_route", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
+        let smem = route_smem_bytes(e as u32);
+        if (m * k) >= tune.route_blocks_from {
+            let (blocks, chunk) = route_split(pairs);
+            let route = RouteParams { chunk, hist: route_hist, ..route };
+            // SAFETY: as below; `hist` holds route_hist_words(E) words, what
+            // `blocks <= ROUTE_MAX_BLOCKS` blocks of `chunk` pairs use.
+            unsafe {
+                gpu.launch_dependent(stream, "moe_route_count", blocks, ROUTE_BLOCK_THREADS, smem, route, tune.pdl)?;
+                gpu.launch_dependent(stream, "moe_route_scan", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
+                gpu.launch_dependent(stream, "moe_route_scatter", blocks, ROUTE_BLOCK_THREADS, smem, route, tune.pdl)?;
+            }
+        } else {
+            // SAFETY: the buffers were checked above to hold what RouteParams
+            // documents; the shared memory matches the kernel's layout.
+            unsafe {
+                gpu.launch_dependent(stream, "moe_route", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
+            }
         }
         if tune.launches <= 1 {
             return Ok(());

@@ -1,7 +1,26 @@
 //! Launch geometry the kernels assume and the host uses: one definition.
 
-/// Threads of the routing block.
+/// Threads of the routing block (`moe_route`, `moe_route_scan`).
 pub const ROUTE_THREADS: u32 = 1024;
+/// Threads per block of `moe_route_count` and `moe_route_scatter`.
+pub const ROUTE_BLOCK_THREADS: u32 = 256;
+/// Most blocks of the multi-block routing.
+pub const ROUTE_MAX_BLOCKS: u32 = 128;
+
+/// Blocks and pairs per block of the multi-block routing of `pairs > 0`
+/// pairs: about 1024 pairs per block, at most [`ROUTE_MAX_BLOCKS`] blocks.
+pub const fn route_split(pairs: u32) -> (u32, u32) {
+    let want = pairs.div_ceil(1024);
+    let blocks = if want < ROUTE_MAX_BLOCKS { want } else { ROUTE_MAX_BLOCKS };
+    let chunk = pairs.div_ceil(blocks);
+    (pairs.div_ceil(chunk), chunk)
+}
+
+/// Words of the multi-block routing's scratch (`RouteParams::hist`) for
+/// `experts` experts: a row per block and 3 words per expert.
+pub const fn route_hist_words(experts: u32) -> u32 {
+    (ROUTE_MAX_BLOCKS + 3) * experts
+}
 /// Warps per block of the decode FC kernels by default: the warps split a
 /// task's K up to this many ways.
 pub const FC_WARPS: u32 = 4;
@@ -133,6 +152,15 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn route_split_covers_every_pair_once() {
+        for pairs in [1u32, 2, 1023, 1024, 1025, 4096, 65_536, 131_071, 1 << 20] {
+            let (blocks, chunk) = route_split(pairs);
+            assert!((1..=ROUTE_MAX_BLOCKS).contains(&blocks), "{pairs}: {blocks}");
+            assert!(blocks * chunk >= pairs && (blocks - 1) * chunk < pairs, "{pairs}: {blocks} x {chunk}");
+        }
+    }
 
     #[test]
     fn split_follows_the_shortest_longest_queue() {

@@ -63,8 +63,15 @@ pub struct RouteParams {
     /// Pairs per column group of the FC kernels (`8 * NT`, or the prefill
     /// tile's 64).
     pub group: u32,
-    /// Padding.
-    pub pad: u32,
+    /// Pairs per block of the multi-block routing (`moe_route_count`,
+    /// `moe_route_scatter`: block `b` takes pairs `b * chunk ..`); unused
+    /// by the one-block `moe_route`.
+    pub chunk: u32,
+    /// `u32 [blocks * n_experts + 3 * n_experts]` scratch of the
+    /// multi-block routing: per block and expert a count, then that
+    /// block's first slot; then per expert (first slot, first column
+    /// group, count). Unused by `moe_route`.
+    pub hist: u64,
 }
 
 /// FC1 (x -> h, with the gated activation) or FC2 (h -> y, times alpha2 and

@@ -83,40 +83,53 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         let wg_busy = (warp / 4) * 4 < ntask;
         let code0 = p.codes + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64;
         let scale0 = p.scales + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64;
-        let mut xrow = [0u64; RPT];
+        // This thread's copy sources at chunk 0 (chunk `c` adds `c` x 128
+        // bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
+        // scales) and whether each is valid, worked out once per tile so a
+        // chunk's copies are an add and a `cp.async` each. Invalid pieces
+        // (columns past the group's pairs, warps past the expert's tasks)
+        // are zero-filled and read nothing, from an in-bounds address.
+        let mut xsrc = [p.input; RPT];
+        let mut xok = [false; RPT];
         unroll!(RPT, |i| {
             let r = rsub + 32 * i as u32;
             if r < n_cols {
                 let slot = slot0 + r;
                 let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
-                xrow[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
+                xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
+                xok[i] = true;
             }
         });
+        // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
+        let mut csrc = [p.codes; 2];
+        let mut cok = [false; 2];
+        unroll!(2, |j| {
+            let idx = t0 + PFW_THREADS * j as u32;
+            let task = idx / 64;
+            if task < ntask {
+                csrc[j] = code0 + task as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64 + 16 * (idx % 64) as u64;
+                cok[j] = true;
+            }
+        });
+        let sok = t0 < 64 && t0 / 8 < ntask;
+        let ssrc = if sok {
+            scale0 + (t0 / 8) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64 + 16 * (t0 % 8) as u64
+        } else {
+            p.scales
+        };
 
         let load = |c: u32, stage: u32| {
             let sb = base + stage * stage_bytes;
             unroll!(RPT, |i| {
-                let valid = xrow[i] != 0;
-                let src = xrow[i] + (c * 128) as u64;
-                cp_async16_zfill(sb + xdst0 + 4096 * i as u32, if valid { src } else { p.input }, valid);
+                cp_async16_zfill(sb + xdst0 + 4096 * i as u32, xsrc[i] + (c * 128) as u64, xok[i]);
             });
-            // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
-            unroll!(2, |q| {
-                let idx = t0 + PFW_THREADS * q as u32;
-                let task = idx / 64;
-                let valid = task < ntask;
-                let src = code0
-                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_CODE_BYTES as u64
-                    + 16 * (idx % 64) as u64;
-                cp_async16_zfill(sb + x_bytes + 16 * idx, if valid { src } else { p.codes }, valid);
+            unroll!(2, |j| {
+                let dst = sb + x_bytes + 16 * (t0 + PFW_THREADS * j as u32);
+                cp_async16_zfill(dst, csrc[j] + (c * CHUNK_CODE_BYTES as u32) as u64, cok[j]);
             });
             if t0 < 64 {
-                let task = t0 / 8;
-                let valid = task < ntask;
-                let src = scale0
-                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_SCALE_BYTES as u64
-                    + 16 * (t0 % 8) as u64;
-                cp_async16_zfill(sb + x_bytes + CODE_BYTES + 16 * t0, if valid { src } else { p.scales }, valid);
+                let dst = sb + x_bytes + CODE_BYTES + 16 * t0;
+                cp_async16_zfill(dst, ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, sok);
             }
         };
 

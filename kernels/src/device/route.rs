@@ -1,5 +1,7 @@
 //! `moe_route`: groups the M x top-k (token, k) pairs by expert, on the
-//! device, in one block, for any number of pairs.
+//! device, in one block, for any number of pairs; and the same in three
+//! launches over many blocks for large batches (`moe_route_count`,
+//! `moe_route_scan`, `moe_route_scatter`).
 //!
 //! 1. Per-expert counts of the valid pairs (expert id in `0..E`; any other
 //!    id but -1 is also counted in `invalid_count`), by shared-memory
@@ -11,6 +13,16 @@
 //! 3. Each pair takes the next free slot of its expert (a shared atomic)
 //!    and writes its entry of `sorted_pairs` and of the column-group tables.
 //!
+//! One block does all three for every pair (`moe_route`: the decode sizes,
+//! one launch). For large batches one block is the layer's bottleneck
+//! (65 536 pairs took ~230 µs), so the multi-block form splits the pairs
+//! into blocks of `chunk`: `moe_route_count` writes each block's per-expert
+//! counts to `hist`; `moe_route_scan` (one block) turns them into each
+//! block's first slot per expert (blocks in order) and does step 2;
+//! `moe_route_scatter` does step 3 per block from those first slots. Both
+//! forms write the same tables, up to the order of the pairs within an
+//! expert.
+//!
 //! Within an expert the slot order depends on timing. No output does: every
 //! pair's h and y are computed from its own column alone (a column of an
 //! `mma` does not depend on the others), and the combine sums each token's
@@ -18,8 +30,10 @@
 //! (`tests/decode.rs` checks graph replay against eager). Nothing is read or
 //! written out of bounds, whatever the ids hold.
 //!
-//! Shared memory: [`crate::launch::route_smem_bytes`]. Launch: 1 block of
-//! 1024 threads.
+//! Shared memory: [`crate::launch::route_smem_bytes`]. Launch: `moe_route`
+//! and `moe_route_scan` 1 block of [`crate::launch::ROUTE_THREADS`];
+//! `moe_route_count` and `moe_route_scatter` `pairs.div_ceil(chunk)` blocks
+//! of [`crate::launch::ROUTE_BLOCK_THREADS`].
 
 use super::arch::*;
 use crate::params::RouteParams;
@@ -55,11 +69,11 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     let mut bad = 0u32;
     let mut i = t;
     while i < p.pairs {
-        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
-        if e >= 0 && (e as u32) < p.n_experts {
-            atomic_add_shared(cnt + 4 * e as u32, 1);
-        } else if e != -1 {
-            bad += 1;
+        match expert_of(&p, i) {
+            Ok(e) => {
+                atomic_add_shared(cnt + 4 * e, 1);
+            }
+            Err(invalid) => bad += invalid as u32,
         }
         i += nt;
     }
@@ -69,14 +83,37 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     sync();
 
     // 2. First slot, place among the active experts, first column group.
-    let e = t;
-    let count = if e < p.n_experts { lds(cnt + 4 * e) } else { 0 };
+    let count = if t < p.n_experts { lds(cnt + 4 * t) } else { 0 };
+    let (first, gstart) = scan_experts(&p, count, scratch);
+    if t < p.n_experts {
+        sts(start + 4 * t, first);
+        sts(gfirst + 4 * t, gstart);
+    }
+    sync();
+
+    // 3. Each pair's slot and table entries.
+    let mut i = t;
+    while i < p.pairs {
+        if let Ok(e) = expert_of(&p, i) {
+            let first = lds(start + 4 * e);
+            let slot = first + atomic_add_shared(cursor + 4 * e, 1);
+            stg_u32(p.sorted_pairs + 4 * slot as u64, i);
+            write_group_entry(&p, slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
+        }
+        i += nt;
+    }
+}
+
+/// Step 2 for expert `tid()` (all threads of the block call it, `bdim() >=
+/// n_experts`; `count` = the expert's pairs, 0 past the last expert): its
+/// first slot and first column group, its record in `active`, and (thread
+/// 0) `n_active`. Contains the scan's barrier (its scratch is free after
+/// the next one).
+#[inline(always)]
+unsafe fn scan_experts(p: &RouteParams, count: u32, scratch: u32) -> (u32, u32) {
+    let e = tid();
     let ([first, pos, gstart], [_, total, gtotal]) =
         block_exclusive_sum3([count, (count > 0) as u32, count.div_ceil(p.group)], scratch);
-    if e < p.n_experts {
-        sts(start + 4 * e, first);
-        sts(gfirst + 4 * e, gstart);
-    }
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
         stg_u32(rec, e);
@@ -84,22 +121,160 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         stg_u32(rec + 8, count);
         stg_u32(rec + 12, gstart);
     }
-    if t == 0 {
+    if e == 0 {
         stg_u32(p.n_active, total);
         stg_u32(p.n_active + 4, gtotal);
     }
-    sync();
+    (first, gstart)
+}
 
-    // 3. Each pair's slot and table entries.
-    let mut i = t;
-    while i < p.pairs {
-        let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
-        if e >= 0 && (e as u32) < p.n_experts {
-            let e = e as u32;
-            let first = lds(start + 4 * e);
-            let slot = first + atomic_add_shared(cursor + 4 * e, 1);
+/// Pair `i`'s expert: `Ok(e)` for an id in `0..n_experts`, else
+/// `Err(true)` for an out-of-range id (counted) or `Err(false)` for -1.
+#[inline(always)]
+unsafe fn expert_of(p: &RouteParams, i: u32) -> Result<u32, bool> {
+    let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
+    if e >= 0 && (e as u32) < p.n_experts {
+        Ok(e as u32)
+    } else {
+        Err(e != -1)
+    }
+}
+
+/// This block's pairs in the multi-block routing: `b * chunk .. end`.
+#[inline(always)]
+fn block_pairs(p: &RouteParams) -> (u32, u32) {
+    let b0 = bid() * p.chunk;
+    let end = if p.pairs - b0 < p.chunk { p.pairs } else { b0 + p.chunk };
+    (b0, end)
+}
+
+/// Multi-block routing, step 1: block `b`'s per-expert counts of pairs
+/// `b * chunk ..` to `hist[b * n_experts + e]`; out-of-range ids (not -1)
+/// added to `invalid_count`.
+///
+/// # Safety
+/// `p` as [`RouteParams`] documents, `chunk > 0`, `hist` holding
+/// `pairs.div_ceil(chunk) * n_experts + 3 * n_experts` words; grid
+/// `pairs.div_ceil(chunk)` blocks, `route_smem_bytes(n_experts)` bytes of
+/// dynamic shared memory.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
+    griddep_wait();
+    griddep_launch_dependents();
+    let (t, nt) = (tid(), bdim());
+    let cnt = smem();
+    let mut e = t;
+    while e < p.n_experts {
+        sts(cnt + 4 * e, 0);
+        e += nt;
+    }
+    sync();
+    let (b0, end) = block_pairs(&p);
+    let mut bad = 0u32;
+    let mut i = b0 + t;
+    while i < end {
+        match expert_of(&p, i) {
+            Ok(e) => {
+                atomic_add_shared(cnt + 4 * e, 1);
+            }
+            Err(invalid) => bad += invalid as u32,
+        }
+        i += nt;
+    }
+    if bad != 0 {
+        atomic_add_u32(p.invalid_count, bad);
+    }
+    sync();
+    let row = p.hist + 4 * (bid() * p.n_experts) as u64;
+    let mut e = t;
+    while e < p.n_experts {
+        stg_u32(row + 4 * e as u64, lds(cnt + 4 * e));
+        e += nt;
+    }
+}
+
+/// Multi-block routing, step 2: per expert (one per thread), the running
+/// sum over the blocks in order replaces each count in `hist` with that
+/// block's first slot of the expert; then the scan of `moe_route` (first
+/// slots, `active`, `n_active`), and per expert (first slot, first column
+/// group, count) after the blocks' rows.
+///
+/// # Safety
+/// As [`moe_route_count`], after it; 1 block of at least `n_experts`
+/// threads (at most 1024), `route_smem_bytes(n_experts)` bytes of dynamic
+/// shared memory.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
+    griddep_wait();
+    griddep_launch_dependents();
+    let t = tid();
+    let blocks = p.pairs.div_ceil(p.chunk);
+    let mut count = 0u32;
+    if t < p.n_experts {
+        let mut b = 0;
+        // Four blocks' loads in flight at a time.
+        while b < blocks {
+            let mut v = [0u32; 4];
+            unroll!(4, |j| {
+                let bj = b + j as u32;
+                if bj < blocks {
+                    v[j] = ldg_u32_coherent(p.hist + 4 * (bj * p.n_experts + t) as u64);
+                }
+            });
+            unroll!(4, |j| {
+                let bj = b + j as u32;
+                if bj < blocks {
+                    stg_u32(p.hist + 4 * (bj * p.n_experts + t) as u64, count);
+                    count += v[j];
+                }
+            });
+            b += 4;
+        }
+    }
+    let (first, gstart) = scan_experts(&p, count, smem());
+    if t < p.n_experts {
+        let ex = p.hist + 4 * (blocks * p.n_experts + 3 * t) as u64;
+        stg_u32(ex, first);
+        stg_u32(ex + 4, gstart);
+        stg_u32(ex + 8, count);
+    }
+}
+
+/// Multi-block routing, step 3: block `b`'s pairs take the next free slot
+/// of their expert from the block's first slots (`moe_route_scan`'s
+/// `hist`) and write their table entries as `moe_route` does.
+///
+/// # Safety
+/// As [`moe_route_count`], after [`moe_route_scan`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
+    griddep_wait();
+    griddep_launch_dependents();
+    let (t, nt) = (tid(), bdim());
+    let blocks = p.pairs.div_ceil(p.chunk);
+    let cursor = smem();
+    let ex_s = cursor + 4 * p.n_experts;
+    let row = p.hist + 4 * (bid() * p.n_experts) as u64;
+    let ex = p.hist + 4 * (blocks * p.n_experts) as u64;
+    let mut e = t;
+    while e < p.n_experts {
+        sts(cursor + 4 * e, ldg_u32_coherent(row + 4 * e as u64));
+        e += nt;
+    }
+    let mut w = t;
+    while w < 3 * p.n_experts {
+        sts(ex_s + 4 * w, ldg_u32_coherent(ex + 4 * w as u64));
+        w += nt;
+    }
+    sync();
+    let (b0, end) = block_pairs(&p);
+    let mut i = b0 + t;
+    while i < end {
+        if let Ok(e) = expert_of(&p, i) {
+            let slot = atomic_add_shared(cursor + 4 * e, 1);
+            let (first, gstart, count) = (lds(ex_s + 12 * e), lds(ex_s + 12 * e + 4), lds(ex_s + 12 * e + 8));
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            write_group_entry(&p, slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
+            write_group_entry(&p, slot, first, gstart, e, i, first + count);
         }
         i += nt;
     }
