@@ -94,6 +94,25 @@ mod tests {
         assert!(Arch::for_capability(7, 0).is_err());
     }
 
+    /// The routing kernels' barriers, as written in the source: a per-thread
+    /// branch LLVM threads past a barrier duplicates the barrier on both
+    /// sides (rustc does not mark kernel code convergent) and hangs the
+    /// block, as `moe_route` did once (5 barriers instead of 4).
+    #[test]
+    fn routing_kernels_keep_their_barriers() {
+        for a in Arch::ALL {
+            let ptx = a.ptx();
+            for (k, want) in [("moe_route", 4), ("moe_route_count", 2), ("moe_route_scan", 1), ("moe_route_scatter", 1)]
+            {
+                let start = ptx.find(&format!(".entry {k}(")).unwrap_or_else(|| panic!("{} lacks {k}", a.name()));
+                let body = &ptx[start..];
+                let end = body.find("\n}").expect("kernel body");
+                let n = body[..end].matches("bar.sync").count();
+                assert_eq!(n, want, "{}: {k} has {n} barriers", a.name());
+            }
+        }
+    }
+
     #[test]
     fn every_build_is_embedded_and_has_the_kernels() {
         for a in Arch::ALL {

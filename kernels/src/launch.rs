@@ -143,10 +143,11 @@ pub const PFW_STAGES: u32 = 5;
 pub const fn pfw_stage_bytes(cols: u32) -> u32 {
     cols * 128 + 8 * 1024 + 8 * 128
 }
-/// Dynamic shared memory of a `wgmma` prefill block: the stages and 1 KiB
-/// to align them.
+/// Dynamic shared memory of a `wgmma` prefill block: the stages, two
+/// tables of a group's pairs and routing weights (`cols` u32 + `cols` f32
+/// each; FC2's epilogue), and 1 KiB to align them.
 pub const fn pfw_smem_bytes(cols: u32) -> u32 {
-    PFW_STAGES * pfw_stage_bytes(cols) + 1024
+    PFW_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + 1024
 }
 
 #[cfg(test)]

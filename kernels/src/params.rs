@@ -69,7 +69,7 @@ pub struct RouteParams {
     pub chunk: u32,
     /// `u32 [blocks * n_experts + 3 * n_experts]` scratch of the
     /// multi-block routing: per block and expert a count, then that
-    /// block's first slot; then per expert (first slot, first column
+    /// block's first slot of the expert (from the expert's first); then per expert (first slot, first column
     /// group, count). Unused by `moe_route`.
     pub hist: u64,
 }

@@ -66,6 +66,23 @@ pub unsafe fn lds(a: u32) -> u32 {
 pub unsafe fn sts(a: u32, v: u32) {
     asm!("st.shared.u32 [{a}], {v};", a = in(reg32) a, v = in(reg32) v, options(nostack));
 }
+/// Shared store of 4 bytes where `cond` holds, as one predicated
+/// instruction: no branch for LLVM to thread through a later barrier
+/// (rustc does not mark kernel code convergent, so a branch on a
+/// per-thread condition before a barrier may be duplicated past it, with a
+/// copy of the barrier on each side: a hang).
+#[inline(always)]
+pub unsafe fn sts_if(a: u32, v: u32, cond: bool) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.shared.u32 [{a}], {v}; }}",
+        c = in(reg32) cond as u32, a = in(reg32) a, v = in(reg32) v, options(nostack));
+}
+/// Global store of 4 bytes where `cond` holds, one predicated instruction
+/// (as [`sts_if`]).
+#[inline(always)]
+pub unsafe fn stg_u32_if(p: u64, v: u32, cond: bool) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.global.u32 [{p}], {v}; }}",
+        c = in(reg32) cond as u32, p = in(reg64) p, v = in(reg32) v, options(nostack));
+}
 /// Shared load of 16 bytes.
 #[inline(always)]
 pub unsafe fn lds_v4(a: u32) -> [u32; 4] {

@@ -537,6 +537,24 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
     n_grp: u32,
     post: f32,
 ) {
+    let pair_w = |col: u32| {
+        let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
+        (pair, ldg_f32(p.topk_weights + 4 * pair as u64))
+    };
+    epilogue_fc2_with::<NT>(p, acc, e, r, n_grp, post, pair_w);
+}
+
+/// FC2 epilogue with each column's (pair, routing weight) from `pair_w`.
+#[inline(always)]
+pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
+    p: &FcParams,
+    acc: &Acc<NT>,
+    e: u32,
+    r: u32,
+    n_grp: u32,
+    post: f32,
+    pair_w: impl Fn(u32) -> (u32, f32),
+) {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
@@ -546,8 +564,9 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
         unroll!(8, |jj| unroll!(2, |u| {
             let col = 8 * (8 * h + jj) as u32 + 2 * t + u as u32;
             if 8 * h + jj < NT && col < n_grp {
-                pair[jj][u] = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
-                scale[jj][u] = ldg_f32(p.topk_weights + 4 * pair[jj][u] as u64) * a2;
+                let (pr, w) = pair_w(col);
+                pair[jj][u] = pr;
+                scale[jj][u] = w * a2;
             }
         }));
         unroll!(8, |jj| unroll!(2, |u| {

@@ -34,7 +34,7 @@
 //! activation, FC2 alpha2 x routing weight x acc to y.
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales};
 use super::wgmma;
 use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
 use crate::launch::{pfw_stage_bytes, PFW_STAGES, PFW_THREADS};
@@ -46,6 +46,129 @@ const STAGES: u32 = PFW_STAGES;
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
+
+/// One tile (a 256-row block of a column group) as this thread sees it:
+/// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
+/// 128 bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
+/// scales) with whether each is valid, worked out once per tile so a
+/// chunk's copies are an add and a `cp.async` each. Invalid pieces (columns
+/// past the group's pairs, warps past the expert's tasks) are zero-filled
+/// and read nothing, from an in-bounds address.
+struct Tile<const RPT: usize> {
+    /// Column group.
+    gi: u32,
+    /// Expert.
+    e: u32,
+    /// The group's first slot and pairs.
+    slot0: u32,
+    n_cols: u32,
+    /// The block's first task and its number of tasks (at most [`WARPS`]).
+    task0: u32,
+    ntask: u32,
+    xsrc: [u64; RPT],
+    xok: [bool; RPT],
+    csrc: [u64; 2],
+    cok: [bool; 2],
+    ssrc: u64,
+    sok: bool,
+}
+
+impl<const RPT: usize> Tile<RPT> {
+    /// Tile `tile` of `tpb` 256-row blocks per group, `tpe` tasks per
+    /// expert, `nchunks` chunks.
+    #[inline(always)]
+    unsafe fn new<const FC1: bool>(p: &FcParams, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile<RPT> {
+        let t0 = tid();
+        let (gi, rb) = (tile / tpb, tile % tpb);
+        let rec = p.groups + 16 * gi as u64;
+        let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
+        // Warps past the expert's rows multiply zeros (a warpgroup with
+        // none skips its wgmmas).
+        let task0 = rb * WARPS;
+        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
+        // Activations: 16-byte piece `q` of rows `rsub + 32 i`.
+        let (q, rsub) = (t0 % 8, t0 / 8);
+        let mut xsrc = [p.input; RPT];
+        let mut xok = [false; RPT];
+        unroll!(RPT, |i| {
+            let r = rsub + 32 * i as u32;
+            if r < n_cols {
+                let slot = slot0 + r;
+                let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+                xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
+                xok[i] = true;
+            }
+        });
+        // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
+        let task_base = (e * tpe + task0) as u64 * nchunks as u64;
+        let mut csrc = [p.codes; 2];
+        let mut cok = [false; 2];
+        unroll!(2, |j| {
+            let idx = t0 + PFW_THREADS * j as u32;
+            let task = idx / 64;
+            if task < ntask {
+                let at = (task_base + task as u64 * nchunks as u64) * CHUNK_CODE_BYTES as u64;
+                csrc[j] = p.codes + at + 16 * (idx % 64) as u64;
+                cok[j] = true;
+            }
+        });
+        let sok = t0 < 64 && t0 / 8 < ntask;
+        let ssrc = if sok {
+            let at = (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64;
+            p.scales + at + 16 * (t0 % 8) as u64
+        } else {
+            p.scales
+        };
+        Tile { gi, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
+    }
+
+    /// Chunk `c`'s copies into the stage at `sb` (activations first, then
+    /// codes, then scales: [`pfw_stage_bytes`]).
+    #[inline(always)]
+    unsafe fn load(&self, c: u32, sb: u32, x_bytes: u32) {
+        let t0 = tid();
+        let (q, rsub) = (t0 % 8, t0 / 8);
+        // Row `rsub + 32 i`, swizzled: piece `q ^ (row % 8)`.
+        let xdst = sb + rsub * 128 + 16 * (q ^ (rsub % 8));
+        unroll!(RPT, |i| {
+            cp_async16_zfill(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64, self.xok[i]);
+        });
+        unroll!(2, |j| {
+            let dst = sb + x_bytes + 16 * (t0 + PFW_THREADS * j as u32);
+            cp_async16_zfill(dst, self.csrc[j] + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok[j]);
+        });
+        if t0 < 64 {
+            let dst = sb + x_bytes + CODE_BYTES + 16 * t0;
+            cp_async16_zfill(dst, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
+        }
+    }
+
+    /// The first `STAGES - 2` chunks' copies (one commit group each; the
+    /// first also copies FC2's pairs and routing weights of the group to the
+    /// table at `tab`: `cols` u32, then `cols` f32).
+    #[inline(always)]
+    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, cols: u32, tab: u32) {
+        let stage_bytes = pfw_stage_bytes(cols);
+        let t0 = tid();
+        if !FC1 && (64..64 + cols / 2).contains(&t0) {
+            // 16-byte piece j of the pairs (j < cols / 4), then of the weights.
+            let j = t0 - 64;
+            let (src, at) = if j < cols / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - cols / 4)) };
+            cp_async16(
+                tab + if j < cols / 4 { 0 } else { 4 * cols } + at,
+                src + 4 * (self.gi * cols) as u64 + at as u64,
+            );
+        }
+        let mut s = 0;
+        while s < STAGES - 2 {
+            if s < nchunks {
+                self.load(s, base + s * stage_bytes, cols * 128);
+            }
+            cp_async_commit();
+            s += 1;
+        }
+    }
+}
 
 #[inline(always)]
 unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(p: &FcParams) {
@@ -65,83 +188,20 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     let nchunks = p.k / KCHUNK as u32;
     let tiles = groups * tpb;
     let base = (smem() + 1023) & !1023;
+    // FC2's pair/weight tables, one per tile parity.
+    let tables = base + STAGES * stage_bytes;
     let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
-    // This thread's activation copies: 16-byte piece `q` of rows
-    // `rsub + 32 i` (swizzled: piece `q ^ (row % 8)`).
-    let (q, rsub) = (t0 % 8, t0 / 8);
-    let xdst0 = rsub * 128 + 16 * (q ^ (rsub % 8));
 
     let mut tile = bid();
+    if tile >= tiles {
+        return;
+    }
+    let mut cur = Tile::<RPT>::new::<FC1>(p, tile, tpb, tpe, nchunks);
+    let mut parity = 0;
+    cur.prologue::<FC1>(p, nchunks, base, cols, tables);
     while tile < tiles {
-        let (gi, rb) = (tile / tpb, tile % tpb);
-        let rec = p.groups + 16 * gi as u64;
-        let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
-        // Tasks of this block; warps past the expert's rows multiply zeros
-        // (a warpgroup with none skips its wgmmas).
-        let task0 = rb * WARPS;
-        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
-        let wg_busy = (warp / 4) * 4 < ntask;
-        let code0 = p.codes + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64;
-        let scale0 = p.scales + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64;
-        // This thread's copy sources at chunk 0 (chunk `c` adds `c` x 128
-        // bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
-        // scales) and whether each is valid, worked out once per tile so a
-        // chunk's copies are an add and a `cp.async` each. Invalid pieces
-        // (columns past the group's pairs, warps past the expert's tasks)
-        // are zero-filled and read nothing, from an in-bounds address.
-        let mut xsrc = [p.input; RPT];
-        let mut xok = [false; RPT];
-        unroll!(RPT, |i| {
-            let r = rsub + 32 * i as u32;
-            if r < n_cols {
-                let slot = slot0 + r;
-                let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
-                xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
-                xok[i] = true;
-            }
-        });
-        // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
-        let mut csrc = [p.codes; 2];
-        let mut cok = [false; 2];
-        unroll!(2, |j| {
-            let idx = t0 + PFW_THREADS * j as u32;
-            let task = idx / 64;
-            if task < ntask {
-                csrc[j] = code0 + task as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64 + 16 * (idx % 64) as u64;
-                cok[j] = true;
-            }
-        });
-        let sok = t0 < 64 && t0 / 8 < ntask;
-        let ssrc = if sok {
-            scale0 + (t0 / 8) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64 + 16 * (t0 % 8) as u64
-        } else {
-            p.scales
-        };
-
-        let load = |c: u32, stage: u32| {
-            let sb = base + stage * stage_bytes;
-            unroll!(RPT, |i| {
-                cp_async16_zfill(sb + xdst0 + 4096 * i as u32, xsrc[i] + (c * 128) as u64, xok[i]);
-            });
-            unroll!(2, |j| {
-                let dst = sb + x_bytes + 16 * (t0 + PFW_THREADS * j as u32);
-                cp_async16_zfill(dst, csrc[j] + (c * CHUNK_CODE_BYTES as u32) as u64, cok[j]);
-            });
-            if t0 < 64 {
-                let dst = sb + x_bytes + CODE_BYTES + 16 * t0;
-                cp_async16_zfill(dst, ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, sok);
-            }
-        };
-
+        let wg_busy = (warp / 4) * 4 < cur.ntask;
         let mut acc = [[[0f32; 4]; NT]; MTILES];
-        let mut s = 0;
-        while s < STAGES - 2 {
-            if s < nchunks {
-                load(s, s);
-            }
-            cp_async_commit();
-            s += 1;
-        }
         // One chunk: wait for its stage, refill the one two back, decode and
         // issue its 4 k-steps.
         let chunk = |c: u32, acc: &mut [[[f32; 4]; NT]; MTILES]| {
@@ -153,7 +213,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             }
             let next = c + STAGES - 2;
             if next < nchunks && !cfg!(moe4_exp = "noload") {
-                load(next, next % STAGES);
+                cur.load(next, base + (next % STAGES) * stage_bytes, x_bytes);
             }
             cp_async_commit();
             if wg_busy {
@@ -165,15 +225,8 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
                     // The A registers of this k-step in the previous chunk
                     // are free once at most 3 groups are in flight.
                     wgmma::wait::<3>();
-                    let (a0, a1) = if cfg!(moe4_exp = "nodecode") {
-                        let (q0, q1) = (wa[0][st], wa[1][st]);
-                        ([q0, q0 >> 1, q0 >> 2, q0 >> 3], [q1, q1 >> 1, q1 >> 2, q1 >> 3])
-                    } else {
-                        (
-                            dequant_step::<BF16>(wa[0][st], sc[0][0], sc[0][1]),
-                            dequant_step::<BF16>(wa[1][st], sc[1][0], sc[1][1]),
-                        )
-                    };
+                    let a0 = dequant_step::<BF16>(wa[0][st], sc[0][0], sc[0][1]);
+                    let a1 = dequant_step::<BF16>(wa[1][st], sc[1][0], sc[1][1]);
                     wgmma::fence();
                     let desc = wgmma::desc_sw128(sb + 32 * st as u32);
                     if cfg!(moe4_exp = "nowgmma") {
@@ -201,18 +254,30 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         wgmma::wait::<0>();
         unroll!(MTILES, |mt| wgmma::hold_f32(&mut acc[mt]));
         cp_async_wait::<0>();
+        // Every warpgroup's reads of the stages are done: the next tile's
+        // first copies go out now, in flight during this tile's epilogue.
+        sync();
+        let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
+        let tab = tables + parity * 8 * cols;
+        let next = tile + gdim();
+        if next < tiles {
+            // The other table was last read by the previous tile's epilogue,
+            // before this tile's chunk barriers.
+            cur = Tile::<RPT>::new::<FC1>(p, next, tpb, tpe, nchunks);
+            cur.prologue::<FC1>(p, nchunks, base, cols, tables + (parity ^ 1) * 8 * cols);
+        }
         if warp < ntask {
             let r = task0 + warp;
             if FC1 {
                 epilogue_fc1::<BF16, NT, true>(p, &acc, e, r, slot0, n_cols, post);
             } else {
-                epilogue_fc2::<NT>(p, &acc, e, r, slot0, n_cols, post);
+                // The group's pairs and weights, copied with its first chunk.
+                let pair_w = |col: u32| (lds(tab + 4 * col), f32::from_bits(lds(tab + 4 * (cols + col))));
+                epilogue_fc2_with::<NT>(p, &acc, e, r, n_cols, post, pair_w);
             }
         }
-        // Every warpgroup's reads of the stages are done before the next
-        // tile's first loads.
-        sync();
-        tile += gdim();
+        tile = next;
+        parity ^= 1;
     }
 }
 

@@ -83,12 +83,13 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     sync();
 
     // 2. First slot, place among the active experts, first column group.
-    let count = if t < p.n_experts { lds(cnt + 4 * t) } else { 0 };
-    let (first, gstart) = scan_experts(&p, count, scratch);
-    if t < p.n_experts {
-        sts(start + 4 * t, first);
-        sts(gfirst + 4 * t, gstart);
-    }
+    // (Branch-free on `t < n_experts` around the scan's barrier: see
+    // `sts_if`.)
+    let mine = t < p.n_experts;
+    let c = lds(cnt + 4 * if mine { t } else { 0 });
+    let (first, gstart) = scan_experts(&p, if mine { c } else { 0 }, scratch);
+    sts_if(start + 4 * t, first, mine);
+    sts_if(gfirst + 4 * t, gstart, mine);
     sync();
 
     // 3. Each pair's slot and table entries.
@@ -113,7 +114,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
 unsafe fn scan_experts(p: &RouteParams, count: u32, scratch: u32) -> (u32, u32) {
     let e = tid();
     let ([first, pos, gstart], [_, total, gtotal]) =
-        block_exclusive_sum3([count, (count > 0) as u32, count.div_ceil(p.group)], scratch);
+        block_exclusive_sum3([count, (count > 0) as u32, count.div_ceil(p.group.max(1))], scratch);
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
         stg_u32(rec, e);
@@ -195,7 +196,8 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
 
 /// Multi-block routing, step 2: per expert (one per thread), the running
 /// sum over the blocks in order replaces each count in `hist` with that
-/// block's first slot of the expert; then the scan of `moe_route` (first
+/// block's first slot of the expert, counted from the expert's first slot;
+/// then the scan of `moe_route` (first
 /// slots, `active`, `n_active`), and per expert (first slot, first column
 /// group, count) after the blocks' rows.
 ///
@@ -208,41 +210,43 @@ pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
     griddep_wait();
     griddep_launch_dependents();
     let t = tid();
-    let blocks = p.pairs.div_ceil(p.chunk);
+    let blocks = p.pairs.div_ceil(p.chunk.max(1));
+    // Branch-free on `t < n_experts` before the scan's barrier (see
+    // `sts_if`): threads past the experts read expert 0's column and write
+    // nothing.
+    let mine = t < p.n_experts;
+    let col = if mine { t } else { 0 };
     let mut count = 0u32;
-    if t < p.n_experts {
-        let mut b = 0;
-        // Four blocks' loads in flight at a time.
-        while b < blocks {
-            let mut v = [0u32; 4];
-            unroll!(4, |j| {
-                let bj = b + j as u32;
-                if bj < blocks {
-                    v[j] = ldg_u32_coherent(p.hist + 4 * (bj * p.n_experts + t) as u64);
-                }
-            });
-            unroll!(4, |j| {
-                let bj = b + j as u32;
-                if bj < blocks {
-                    stg_u32(p.hist + 4 * (bj * p.n_experts + t) as u64, count);
-                    count += v[j];
-                }
-            });
-            b += 4;
-        }
+    let mut b = 0;
+    // Sixteen blocks' loads in flight at a time.
+    while b < blocks {
+        let mut v = [0u32; 16];
+        unroll16!(16, |j| {
+            let bj = b + j as u32;
+            if bj < blocks {
+                v[j] = ldg_u32_coherent(p.hist + 4 * (bj * p.n_experts + col) as u64);
+            }
+        });
+        unroll16!(16, |j| {
+            let bj = b + j as u32;
+            if bj < blocks {
+                stg_u32_if(p.hist + 4 * (bj * p.n_experts + col) as u64, count, mine);
+                count += v[j];
+            }
+        });
+        b += 16;
     }
+    let count = if mine { count } else { 0 };
     let (first, gstart) = scan_experts(&p, count, smem());
-    if t < p.n_experts {
-        let ex = p.hist + 4 * (blocks * p.n_experts + 3 * t) as u64;
-        stg_u32(ex, first);
-        stg_u32(ex + 4, gstart);
-        stg_u32(ex + 8, count);
-    }
+    let ex = p.hist + 4 * (blocks * p.n_experts + 3 * col) as u64;
+    stg_u32_if(ex, first, mine);
+    stg_u32_if(ex + 4, gstart, mine);
+    stg_u32_if(ex + 8, count, mine);
 }
 
 /// Multi-block routing, step 3: block `b`'s pairs take the next free slot
 /// of their expert from the block's first slots (`moe_route_scan`'s
-/// `hist`) and write their table entries as `moe_route` does.
+/// `hist`, after the expert's first slot) and write their table entries as `moe_route` does.
 ///
 /// # Safety
 /// As [`moe_route_count`], after [`moe_route_scan`].
@@ -251,7 +255,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
     griddep_wait();
     griddep_launch_dependents();
     let (t, nt) = (tid(), bdim());
-    let blocks = p.pairs.div_ceil(p.chunk);
+    let blocks = p.pairs.div_ceil(p.chunk.max(1));
     let cursor = smem();
     let ex_s = cursor + 4 * p.n_experts;
     let row = p.hist + 4 * (bid() * p.n_experts) as u64;
@@ -271,8 +275,8 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
     let mut i = b0 + t;
     while i < end {
         if let Ok(e) = expert_of(&p, i) {
-            let slot = atomic_add_shared(cursor + 4 * e, 1);
             let (first, gstart, count) = (lds(ex_s + 12 * e), lds(ex_s + 12 * e + 4), lds(ex_s + 12 * e + 8));
+            let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
             write_group_entry(&p, slot, first, gstart, e, i, first + count);
         }
