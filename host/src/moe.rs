@@ -1,13 +1,15 @@
 //! The MoE layer's forward pass on the GPU, and its [`Workspace`].
 //!
-//! `forward` is four launches (five on the `wgmma` prefill path) on the
-//! caller's stream, nothing else: no allocation, no host synchronization,
-//! no device-to-host copy, so a server can capture it in a CUDA graph (with
-//! cudarc's event tracking off, as for any capture):
+//! `forward` is four launches (two more for the many-block routing, one
+//! more on the `wgmma` prefill path) on the caller's stream, nothing else:
+//! no allocation, no host synchronization, no device-to-host copy, so a
+//! server can capture it in a CUDA graph (with cudarc's event tracking
+//! off, as for any capture):
 //!
 //! 1. `moe_route` — pairs grouped by expert, on the device (counting, any
-//!    number of pairs); on the `wgmma` prefill path also `moe_permute_x`
-//!    (x in the k order that kernel reads);
+//!    number of pairs; from [`ROUTE_BLOCKS_FROM`] pairs on many blocks:
+//!    `moe_route_count`, `_scan`, `_scatter`); on the `wgmma` prefill path
+//!    also `moe_permute_x` (x in the k order that kernel reads);
 //! 2. FC1 + the gated activation into `h` (16-bit);
 //! 3. FC2 x alpha2 x routing weight into `y` (f32);
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
@@ -59,8 +61,8 @@ pub enum ForwardPath {
 pub const MAX_TOPK: usize = 64;
 /// Pairs (M x top-k) from which `forward` routes on many blocks by
 /// default ([`Tuning::route_blocks_from`]): one block took ~230 µs for
-/// 65 536 pairs on the H200 (run 17's profile), three launches over many
-/// blocks cost a few µs each.
+/// 65 536 pairs on the H200, the three many-block launches 24 µs
+/// (docs/gpu-results.md, runs 17 and 19). Not measured near the threshold.
 pub const ROUTE_BLOCKS_FROM: usize = 4096;
 
 /// Scratch for [`MoeWeights::forward`], allocated once for at most
