@@ -366,8 +366,11 @@ impl MoeWeights {
         if (m * k) >= tune.route_blocks_from {
             let (blocks, chunk) = route_split(pairs);
             let route = RouteParams { chunk, hist: route_hist, ..route };
-            // SAFETY: as below; `hist` holds route_hist_words(E) words, what
-            // `blocks <= ROUTE_MAX_BLOCKS` blocks of `chunk` pairs use.
+            // SAFETY: the buffers were checked above to hold what RouteParams
+            // documents; `hist` holds route_hist_words(E) words, what
+            // `blocks <= ROUTE_MAX_BLOCKS` blocks of `chunk` pairs use; the
+            // shared memory matches the kernels' layouts; the three launches
+            // run in stream order (each waits for the previous one).
             unsafe {
                 gpu.launch_dependent(stream, "moe_route_count", blocks, ROUTE_BLOCK_THREADS, smem, route, tune.pdl)?;
                 gpu.launch_dependent(stream, "moe_route_scan", 1, ROUTE_THREADS, smem, route, tune.pdl)?;
