@@ -4,8 +4,8 @@
 # ./gpu-out): summary.txt (the GPU, one line per step plus the key
 # figures), all.log (everything, bench tables included), bench-*.json.
 #   bash scripts/gpu-run.sh [PART...]   (default: all)
-# PART: tests | sanitize | tune | decode | prefill | w4a4 | bench (= decode
-# prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
+# PART: tests | sanitize | tune | route | decode | prefill | w4a4 | bench (=
+# route decode prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
 # kernels of two shapes and the W4A4 GEMM) | exp (prefill at M = 8192 with
 # each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE)
 set -u
@@ -17,7 +17,7 @@ O=${OUT:-gpu-out}
 mkdir -p "$O"
 parts=" ${*:-all} "
 parts=${parts// all / tests sanitize bench }
-parts=${parts// bench / decode prefill w4a4 }
+parts=${parts// bench / route decode prefill w4a4 }
 want() { [[ "$parts" == *" $1 "* ]]; }
 export MOE4_REQUIRE_GPU=1
 export RUST_BACKTRACE=1
@@ -89,7 +89,7 @@ if want exp; then
       --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192
   done
 fi
-for k in tune decode prefill w4a4; do
+for k in tune route decode prefill w4a4; do
   if want $k; then
     step bench-$k 300 "$B/moe4" bench $k --json "$O/bench-$k.json"
   fi

@@ -8,6 +8,8 @@
 //!   has enough experts, so the touched weights are not in L2; bytes =
 //!   weights + scales of the experts each call touches.
 //! - **peak**: `mma.sync` s8 / s4 / f16 rates on register operands.
+//! - **route**: the routing alone, one block vs many, by M (what
+//!   [`crate::ROUTE_BLOCKS_FROM`] is chosen from).
 //! - **w4a4**: the fused grouped GEMM vs the two-kernel baseline (GEMM to
 //!   i32 + dequant kernel) for FC1 and FC2 of each shape, rows = M x top-k
 //!   in 128, 1024, 8192; TOPS count 2 ops per multiply-add.
@@ -537,6 +539,81 @@ pub fn w4a4_json(r: &[W4A4Result], peaks: (f64, f64, f64)) -> String {
         peaks.2,
         rows.join(",")
     )
+}
+
+/// One routing measurement: the routing launches alone (`Tuning::launches
+/// = 1`), one block vs many.
+#[derive(Clone, Debug)]
+pub struct RouteResult {
+    /// Shape name.
+    pub shape: &'static str,
+    /// Tokens.
+    pub m: usize,
+    /// M x top-k.
+    pub pairs: usize,
+    /// Microseconds per call, `moe_route` (one block).
+    pub one_block_us: f64,
+    /// Microseconds per call, `moe_route_count` + `_scan` + `_scatter`.
+    pub many_blocks_us: f64,
+}
+
+/// Times the routing alone for `shape`'s experts and top-k at each M, both
+/// ways: what [`crate::ROUTE_BLOCKS_FROM`] is chosen from. Each sample is
+/// 20 calls between two events (one call is a few µs).
+pub fn route(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize]) -> Result<Vec<RouteResult>> {
+    // The weights do not matter to the routing: the smallest layer.
+    let w = MoeWeights::random(gpu, stream, shape.e, 64, 64, Activation::Silu, 1.0 / 256.0, 3)?;
+    let max_m = *ms.iter().max().unwrap_or(&1);
+    let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    let mut rng = Lcg(4711);
+    let pool: Vec<i32> = (0..shape.e as i32).collect();
+    let mut res = Vec::new();
+    for &m in ms {
+        let x = stream.alloc_zeros::<bf16>(m * 64)?;
+        let (ids, tw) = routing(&mut rng, &pool, m, shape.topk);
+        let (ids, tw) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
+        let mut out = stream.alloc_zeros::<bf16>(m * 64)?;
+        let mut time = |from: usize, ws: &mut Workspace| -> Result<f64> {
+            let t = ws.tuning_mut();
+            (t.launches, t.route_blocks_from) = (1, from);
+            let ms = time_ms(stream, 2, 9, || {
+                for _ in 0..20 {
+                    w.forward(ws, stream, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut())?;
+                }
+                Ok(())
+            })?;
+            Ok(ms * 1e3 / 20.0)
+        };
+        let one = time(usize::MAX, &mut ws)?;
+        let many = time(0, &mut ws)?;
+        *ws.tuning_mut() = Tuning::defaults(gpu);
+        res.push(RouteResult { shape: shape.name, m, pairs: m * shape.topk, one_block_us: one, many_blocks_us: many });
+    }
+    Ok(res)
+}
+
+/// Formats routing results as a Markdown table.
+pub fn route_table(r: &[RouteResult]) -> String {
+    let mut s = String::from("| shape | M | pairs | one block µs | many blocks µs |\n|---|---:|---:|---:|---:|\n");
+    for x in r {
+        let _ =
+            writeln!(s, "| {} | {} | {} | {:.1} | {:.1} |", x.shape, x.m, x.pairs, x.one_block_us, x.many_blocks_us);
+    }
+    s
+}
+
+/// JSON of routing results.
+pub fn route_json(r: &[RouteResult]) -> String {
+    let rows: Vec<String> = r
+        .iter()
+        .map(|x| {
+            format!(
+                "{{\"shape\":\"{}\",\"m\":{},\"pairs\":{},\"one_block_us\":{:.3},\"many_blocks_us\":{:.3}}}",
+                x.shape, x.m, x.pairs, x.one_block_us, x.many_blocks_us
+            )
+        })
+        .collect();
+    format!("{{\"route\":[{}]}}", rows.join(","))
 }
 
 /// One prefill measurement.

@@ -62,7 +62,8 @@ pub const MAX_TOPK: usize = 64;
 /// Pairs (M x top-k) from which `forward` routes on many blocks by
 /// default ([`Tuning::route_blocks_from`]): one block took ~230 µs for
 /// 65 536 pairs on the H200, the three many-block launches 24 µs
-/// (docs/gpu-results.md, runs 17 and 19). Not measured near the threshold.
+/// (docs/gpu-results.md, runs 17 and 19). Not yet measured near the
+/// threshold: `moe4 bench route` times both ways by M.
 pub const ROUTE_BLOCKS_FROM: usize = 4096;
 
 /// Scratch for [`MoeWeights::forward`], allocated once for at most

@@ -3,7 +3,7 @@
 //! ```text
 //! moe4 demo                      quantize a random Qwen3-30B-A3B layer, report its error
 //! moe4 smoke                     single-instruction GPU checks against the CPU
-//! moe4 bench <decode|prefill|w4a4|peak|tune|all> [--quick] [--json FILE]
+//! moe4 bench <decode|prefill|w4a4|peak|tune|route|all> [--quick] [--json FILE]
 //!            [--shape NAME[,NAME]] [--m N[,N]]
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
 //! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
@@ -296,6 +296,22 @@ fn bench_cmd(args: &[String]) -> Res {
         }
         println!("\n## prefill (NVFP4 W4A16, bf16, whole layer)\n\n{}", bench::prefill_table(&all));
         json.push(bench::prefill_json(&all));
+    }
+    if kind == "route" || kind == "all" {
+        let ms = sizes(vec![64, 128, 256, 512, 1024, 2048, 8192]);
+        let mut all = Vec::new();
+        for s in &shapes {
+            let r = bench::route(&gpu, &stream, *s, &ms)?;
+            for x in &r {
+                eprintln!(
+                    "  {} M={} pairs={} one block {:.1} us many {:.1} us",
+                    x.shape, x.m, x.pairs, x.one_block_us, x.many_blocks_us
+                );
+            }
+            all.extend(r);
+        }
+        println!("\n## routing alone (µs per call)\n\n{}", bench::route_table(&all));
+        json.push(bench::route_json(&all));
     }
     if kind == "peak" || kind == "w4a4" || kind == "all" {
         let p = bench::peaks(&gpu, &stream)?;
