@@ -26,12 +26,17 @@
 //! groups later (`wgmma.wait_group 3` before they are rewritten), so the
 //! decode of the next k-steps overlaps the running `wgmma`s; a barrier per
 //! chunk (after which every warpgroup has retired the chunk two back) frees
-//! the stage the next loads overwrite.
+//! the stage the next loads overwrite. After a tile's last chunk (and a
+//! barrier) the next tile's first `PFW_STAGES - 2` chunks are issued
+//! before this tile's epilogue, so their latency hides behind its stores.
 //!
 //! **Work and epilogues** as the `mma.sync` prefill kernels
 //! ([`super::prefill`]): tiles = (column group of an active expert, 256-row
 //! block), blocks persistent; FC1 writes h (permuted) with the gated
-//! activation, FC2 alpha2 x routing weight x acc to y.
+//! activation, FC2 alpha2 x routing weight x acc to y, with the group's
+//! pairs and routing weights (the routing's `group_rows`, `group_w`) copied
+//! to shared memory with the tile's first chunk (two tables, by tile
+//! parity: the next tile's is written during this tile's epilogue).
 
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales};
