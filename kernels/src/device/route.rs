@@ -66,20 +66,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     sync();
 
     // 1. Counts.
-    let mut bad = 0u32;
-    let mut i = t;
-    while i < p.pairs {
-        match expert_of(&p, i) {
-            Ok(e) => {
-                atomic_add_shared(cnt + 4 * e, 1);
-            }
-            Err(invalid) => bad += invalid as u32,
-        }
-        i += nt;
-    }
-    if bad != 0 {
-        atomic_add_u32(p.invalid_count, bad);
-    }
+    count_pairs(&p, cnt, t, p.pairs, nt);
     sync();
 
     // 2. First slot, place among the active experts, first column group.
@@ -129,6 +116,27 @@ unsafe fn scan_experts(p: &RouteParams, count: u32, scratch: u32) -> (u32, u32) 
     (first, gstart)
 }
 
+/// Step 1 for this thread's pairs `first, first + step, ..` below `end`:
+/// per-expert counts at `cnt` (shared, zeroed) by shared atomics;
+/// out-of-range ids (not -1) added to `invalid_count`.
+#[inline(always)]
+unsafe fn count_pairs(p: &RouteParams, cnt: u32, first: u32, end: u32, step: u32) {
+    let mut bad = 0u32;
+    let mut i = first;
+    while i < end {
+        match expert_of(p, i) {
+            Ok(e) => {
+                atomic_add_shared(cnt + 4 * e, 1);
+            }
+            Err(invalid) => bad += invalid as u32,
+        }
+        i += step;
+    }
+    if bad != 0 {
+        atomic_add_u32(p.invalid_count, bad);
+    }
+}
+
 /// Pair `i`'s expert: `Ok(e)` for an id in `0..n_experts`, else
 /// `Err(true)` for an out-of-range id (counted) or `Err(false)` for -1.
 #[inline(always)]
@@ -139,6 +147,12 @@ unsafe fn expert_of(p: &RouteParams, i: u32) -> Result<u32, bool> {
     } else {
         Err(e != -1)
     }
+}
+
+/// Blocks of the multi-block routing: `pairs.div_ceil(chunk)`.
+#[inline(always)]
+fn route_blocks(p: &RouteParams) -> u32 {
+    p.pairs.div_ceil(p.chunk.max(1))
 }
 
 /// This block's pairs in the multi-block routing: `b * chunk .. end`.
@@ -171,20 +185,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
     }
     sync();
     let (b0, end) = block_pairs(&p);
-    let mut bad = 0u32;
-    let mut i = b0 + t;
-    while i < end {
-        match expert_of(&p, i) {
-            Ok(e) => {
-                atomic_add_shared(cnt + 4 * e, 1);
-            }
-            Err(invalid) => bad += invalid as u32,
-        }
-        i += nt;
-    }
-    if bad != 0 {
-        atomic_add_u32(p.invalid_count, bad);
-    }
+    count_pairs(&p, cnt, b0 + t, end, nt);
     sync();
     let row = p.hist + 4 * (bid() * p.n_experts) as u64;
     let mut e = t;
@@ -197,9 +198,9 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
 /// Multi-block routing, step 2: per expert (one per thread), the running
 /// sum over the blocks in order replaces each count in `hist` with that
 /// block's first slot of the expert, counted from the expert's first slot;
-/// then the scan of `moe_route` (first
-/// slots, `active`, `n_active`), and per expert (first slot, first column
-/// group, count) after the blocks' rows.
+/// then the scan of `moe_route` (first slots, `active`, `n_active`), and
+/// per expert (first slot, first column group, count) after the blocks'
+/// rows.
 ///
 /// # Safety
 /// As [`moe_route_count`], after it; 1 block of at least `n_experts`
@@ -210,7 +211,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
     griddep_wait();
     griddep_launch_dependents();
     let t = tid();
-    let blocks = p.pairs.div_ceil(p.chunk.max(1));
+    let blocks = route_blocks(&p);
     // Branch-free on `t < n_experts` before the scan's barrier (see
     // `sts_if`): threads past the experts read expert 0's column and write
     // nothing.
@@ -246,7 +247,8 @@ pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
 
 /// Multi-block routing, step 3: block `b`'s pairs take the next free slot
 /// of their expert from the block's first slots (`moe_route_scan`'s
-/// `hist`, after the expert's first slot) and write their table entries as `moe_route` does.
+/// `hist`, after the expert's first slot) and write their table entries as
+/// `moe_route` does.
 ///
 /// # Safety
 /// As [`moe_route_count`], after [`moe_route_scan`].
@@ -255,7 +257,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
     griddep_wait();
     griddep_launch_dependents();
     let (t, nt) = (tid(), bdim());
-    let blocks = p.pairs.div_ceil(p.chunk.max(1));
+    let blocks = route_blocks(&p);
     let cursor = smem();
     let ex_s = cursor + 4 * p.n_experts;
     let row = p.hist + 4 * (bid() * p.n_experts) as u64;
