@@ -185,6 +185,11 @@ fn wgmma_tiles_exact_and_scaled() {
     // An output 4 bytes past a 16-byte boundary (the wgmma kernel's 16-byte
     // stores cannot take it; the call must still be right).
     run_on::<bf16>(&gpu, &p, "128-row tiles, output at +4 bytes", true, 2);
+    // More tiles (21 x 12 = 252) than resident blocks: each block runs
+    // several, the next one's first stages copied during this one's epilogue.
+    let p = problem(&mut rng, &[900, 800, 700], 1536, 768, true);
+    run_on::<bf16>(&gpu, &p, "252 128-row tiles (several per block), N=1536 K=768", true, 0);
+    run_on::<f16>(&gpu, &p, "252 128-row tiles (several per block), N=1536 K=768", true, 0);
 }
 
 #[test]

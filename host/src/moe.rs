@@ -60,11 +60,11 @@ pub enum ForwardPath {
 /// Largest top-k.
 pub const MAX_TOPK: usize = 64;
 /// Pairs (M x top-k) from which `forward` routes on many blocks by
-/// default ([`Tuning::route_blocks_from`]): one block took ~230 µs for
-/// 65 536 pairs on the H200, the three many-block launches 24 µs
-/// (docs/gpu-results.md, runs 17 and 19). Not yet measured near the
-/// threshold: `moe4 bench route` times both ways by M.
-pub const ROUTE_BLOCKS_FROM: usize = 4096;
+/// default ([`Tuning::route_blocks_from`]). Measured by `moe4 bench route`
+/// on the H200 (docs/gpu-results.md, run 22): the two ways tie at ~2048
+/// pairs (14.0 vs 14.4 µs), many blocks win from 3072 (17.8 vs 20.6) and
+/// by far at 65 536 (18-21 vs 217-243 µs); one block wins below 1536.
+pub const ROUTE_BLOCKS_FROM: usize = 2560;
 
 /// Scratch for [`MoeWeights::forward`], allocated once for at most
 /// `max_tokens` tokens, so the forward pass allocates nothing (and a CUDA

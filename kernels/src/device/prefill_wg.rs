@@ -226,20 +226,35 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
                 let cb = sb + x_bytes + warp * 1024;
                 let wa = [lds_v4(cb + 16 * lane), lds_v4(cb + 512 + 16 * lane)];
                 let sc = lane_scales::<BF16>(lds(sb + x_bytes + CODE_BYTES + warp * 128 + 4 * lane));
+                // Step st + 1 is decoded before step st is issued, so a
+                // step's wgmma does not wait on the decode just before it.
+                // Step st's registers were last read by step st of the
+                // previous chunk: 3 groups were issued after it when step 0
+                // is decoded, 2 for the others.
+                wgmma::wait::<3>();
+                let a_of = |st: usize| {
+                    [
+                        dequant_step::<BF16>(wa[0][st], sc[0][0], sc[0][1]),
+                        dequant_step::<BF16>(wa[1][st], sc[1][0], sc[1][1]),
+                    ]
+                };
+                // Steps st and st + 1 in a[st % 2], a[(st + 1) % 2].
+                let mut a = [a_of(0), [[0; 4]; MTILES]];
                 unroll!(4, |st| {
-                    // The A registers of this k-step in the previous chunk
-                    // are free once at most 3 groups are in flight.
-                    wgmma::wait::<3>();
-                    let a0 = dequant_step::<BF16>(wa[0][st], sc[0][0], sc[0][1]);
-                    let a1 = dequant_step::<BF16>(wa[1][st], sc[1][0], sc[1][1]);
+                    if st < 3 {
+                        wgmma::wait::<2>();
+                        a[(st + 1) % 2] = a_of(st + 1);
+                    }
+                    let cur = a[st % 2];
                     wgmma::fence();
                     let desc = wgmma::desc_sw128(sb + 32 * st as u32);
                     if cfg!(moe4_exp = "nowgmma") {
+                        let (a0, a1) = (cur[0], cur[1]);
                         let x = a0[0] ^ a0[1] ^ a0[2] ^ a0[3] ^ a1[0] ^ a1[1] ^ a1[2] ^ a1[3] ^ desc as u32;
                         acc[0][0][0] += f32::from_bits(x & 0x0FFF_FFFF);
                     } else {
-                        wgmma::mma::<BF16, NT>(&mut acc[0], a0, desc, true);
-                        wgmma::mma::<BF16, NT>(&mut acc[1], a1, desc, true);
+                        wgmma::mma::<BF16, NT>(&mut acc[0], cur[0], desc, true);
+                        wgmma::mma::<BF16, NT>(&mut acc[1], cur[1], desc, true);
                     }
                     wgmma::commit();
                 });
