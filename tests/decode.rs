@@ -120,7 +120,7 @@ fn skewed_and_degenerate_routing() {
     // Both routings: one block (the default at these sizes) and many
     // (forced; M = 256 spreads expert 5's pairs over two blocks).
     for route_blocks_from in [usize::MAX, 0] {
-        ws.tuning_mut().route_blocks_from = route_blocks_from;
+        ws.tuning_mut().route_blocks_from = Some(route_blocks_from);
         let many = if route_blocks_from == 0 { ", many-block routing" } else { "" };
         // Every token on one expert (k slots all the same expert: 8 * M
         // pairs on expert 5, more than one column-tile group).
@@ -181,7 +181,7 @@ fn graph_replay_equals_eager_bit_for_bit() {
     // The graph of the default (one-block) routing, then of the many-block
     // one: both equal the eager call bit for bit.
     for route_blocks_from in [usize::MAX, 0] {
-        ws.tuning_mut().route_blocks_from = route_blocks_from;
+        ws.tuning_mut().route_blocks_from = Some(route_blocks_from);
         let mut out = s.clone_htod(&vec![bf16::NAN; 48 * 1024]).unwrap();
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
         w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
@@ -230,7 +230,7 @@ fn sanitizer_case() {
     c.ids[3] = -1;
     c.ids[5] = 77;
     check::<bf16>(&w, &mut ws, &s, &c);
-    ws.tuning_mut().route_blocks_from = 0;
+    ws.tuning_mut().route_blocks_from = Some(0);
     c.name = "sanitizer, many-block routing".into();
     check::<bf16>(&w, &mut ws, &s, &c);
 }
@@ -256,7 +256,7 @@ fn tuning_variants_against_the_reference() {
         ("NT=1", moe4::Tuning { nt: Some(1), ..d }),
         ("NT=2", moe4::Tuning { nt: Some(2), ..d }),
         ("NT=4", moe4::Tuning { nt: Some(4), ..d }),
-        ("many-block routing", moe4::Tuning { route_blocks_from: 0, ..d }),
+        ("many-block routing", moe4::Tuning { route_blocks_from: Some(0), ..d }),
     ];
     for (label, t) in variants {
         for m in [1, 5, 40] {

@@ -575,7 +575,7 @@ pub fn route(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize
         let mut out = stream.alloc_zeros::<bf16>(m * 64)?;
         let mut time = |from: usize, ws: &mut Workspace| -> Result<f64> {
             let t = ws.tuning_mut();
-            (t.launches, t.route_blocks_from) = (1, from);
+            (t.launches, t.route_blocks_from) = (1, Some(from));
             let ms = time_ms(stream, 2, 9, || {
                 for _ in 0..20 {
                     w.forward(ws, stream, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut())?;

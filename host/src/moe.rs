@@ -60,11 +60,29 @@ pub enum ForwardPath {
 /// Largest top-k.
 pub const MAX_TOPK: usize = 64;
 /// Pairs (M x top-k) from which `forward` routes on many blocks by
-/// default ([`Tuning::route_blocks_from`]). Measured by `moe4 bench route`
-/// on the H200 (docs/gpu-results.md, run 22): the two ways tie at ~2048
-/// pairs (14.0 vs 14.4 µs), many blocks win from 3072 (17.8 vs 20.6) and
-/// by far at 65 536 (18-21 vs 217-243 µs); one block wins below 1536.
+/// default ([`Tuning::route_blocks_from`]) for layers of more than
+/// [`FEW_EXPERTS`] experts. Measured by `moe4 bench route` on the H200
+/// (docs/gpu-results.md, runs 22 and 24): with 128-384 experts the two
+/// ways tie at ~2048 pairs (14.0 vs 14.4 µs), many blocks win from 3072
+/// (17.8 vs 20.6) and by far at 65 536 (18-21 vs 217-243 µs).
 pub const ROUTE_BLOCKS_FROM: usize = 2560;
+/// Layers of at most this many experts route on one block up to
+/// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
+pub const FEW_EXPERTS: usize = 16;
+/// The many-block threshold for layers of at most [`FEW_EXPERTS`]
+/// experts: Mixtral (8 experts) routes 4096 pairs in 9.3 µs on one block vs
+/// 10.9 on many, 16 384 in 20.1 vs 11.6 (run 24); 6144 is where the two
+/// lines cross.
+pub const ROUTE_BLOCKS_FROM_FEW_EXPERTS: usize = 6144;
+
+/// The default many-block routing threshold for a layer of `experts`.
+pub fn route_blocks_from(experts: usize) -> usize {
+    if experts <= FEW_EXPERTS {
+        ROUTE_BLOCKS_FROM_FEW_EXPERTS
+    } else {
+        ROUTE_BLOCKS_FROM
+    }
+}
 
 /// Scratch for [`MoeWeights::forward`], allocated once for at most
 /// `max_tokens` tokens, so the forward pass allocates nothing (and a CUDA
@@ -115,8 +133,9 @@ pub struct Tuning {
     /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
     /// Pairs (M x top-k) from which the routing runs on many blocks
-    /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`).
-    pub route_blocks_from: usize,
+    /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
+    /// `None`: [`route_blocks_from`] of the layer's expert count.
+    pub route_blocks_from: Option<usize>,
 }
 
 impl Tuning {
@@ -130,7 +149,7 @@ impl Tuning {
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
             wgmma_cols: None,
-            route_blocks_from: ROUTE_BLOCKS_FROM,
+            route_blocks_from: None,
         }
     }
 }
@@ -364,7 +383,7 @@ impl MoeWeights {
             hist: 0,
         };
         let smem = route_smem_bytes(e as u32);
-        if (m * k) >= tune.route_blocks_from {
+        if (m * k) >= tune.route_blocks_from.unwrap_or_else(|| route_blocks_from(e)) {
             let (blocks, chunk) = route_split(pairs);
             let route = RouteParams { chunk, hist: route_hist, ..route };
             // SAFETY: the buffers were checked above to hold what RouteParams
@@ -494,5 +513,19 @@ impl MoeWeights {
         // SAFETY: y holds m*k rows of H; out holds m*H.
         unsafe { gpu.launch_dependent(stream, &format!("moe_combine_{}", T::NAME), grid, threads, 0, comb, tune.pdl)? };
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn few_experts_route_on_one_block_longer() {
+        assert_eq!(route_blocks_from(8), ROUTE_BLOCKS_FROM_FEW_EXPERTS);
+        assert_eq!(route_blocks_from(FEW_EXPERTS), ROUTE_BLOCKS_FROM_FEW_EXPERTS);
+        assert_eq!(route_blocks_from(FEW_EXPERTS + 1), ROUTE_BLOCKS_FROM);
+        assert_eq!(route_blocks_from(256), ROUTE_BLOCKS_FROM);
+        const { assert!(ROUTE_BLOCKS_FROM < ROUTE_BLOCKS_FROM_FEW_EXPERTS) };
     }
 }

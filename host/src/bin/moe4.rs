@@ -298,7 +298,7 @@ fn bench_cmd(args: &[String]) -> Res {
         json.push(bench::prefill_json(&all));
     }
     if kind == "route" || kind == "all" {
-        let ms = sizes(vec![64, 128, 256, 512, 1024, 2048, 8192]);
+        let ms = sizes(vec![64, 128, 256, 320, 384, 512, 768, 1024, 2048, 3072, 4096, 8192]);
         let mut all = Vec::new();
         for s in &shapes {
             let r = bench::route(&gpu, &stream, *s, &ms)?;
