@@ -268,7 +268,8 @@ pub fn decode_variants(
 
 /// The decode variants `moe4 bench tune` compares, against the defaults
 /// `d`: without programmatic launch, the 4- and 8-warp kernels, loads only,
-/// the first 1/2/3 launches alone (route, + FC1, + FC2), two column tiles.
+/// the first 1/2/3 launches alone (route, + FC1, + FC2), one, two and four
+/// column tiles.
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -279,7 +280,9 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("route", Some(Tuning { launches: 1, ..d })),
         ("route+FC1", Some(Tuning { launches: 2, ..d })),
         ("route+FC1+FC2", Some(Tuning { launches: 3, ..d })),
+        ("NT=1", Some(Tuning { nt: Some(1), ..d })),
         ("NT=2", Some(Tuning { nt: Some(2), ..d })),
+        ("NT=4", Some(Tuning { nt: Some(4), ..d })),
     ]
 }
 

@@ -70,10 +70,9 @@ pub const ROUTE_BLOCKS_FROM: usize = 2560;
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
 pub const FEW_EXPERTS: usize = 16;
 /// The many-block threshold for layers of at most [`FEW_EXPERTS`]
-/// experts: Mixtral (8 experts) routes 4096 pairs in 9.3 µs on one block vs
-/// 10.9 on many, 16 384 in 20.1 vs 11.6 (run 24); 6144 is where the two
-/// lines cross.
-pub const ROUTE_BLOCKS_FROM_FEW_EXPERTS: usize = 6144;
+/// experts: Mixtral (8 experts) routes 4096 pairs in 9.5 µs on one block vs
+/// 10.8 on many, 6144 in 11.1 vs 10.3, 16 384 in 20.5 vs 11.3 (run 25).
+pub const ROUTE_BLOCKS_FROM_FEW_EXPERTS: usize = 5120;
 
 /// The default many-block routing threshold for a layer of `experts`.
 pub fn route_blocks_from(experts: usize) -> usize {

@@ -259,8 +259,8 @@ fn bench_cmd(args: &[String]) -> Res {
         let points: &[(&str, &[usize])] = &[
             ("Qwen3-30B-A3B", &[1, 16, 64]),
             ("DeepSeek-V3", &[1, 16, 64]),
-            ("GPT-OSS-120B", &[16]),
-            ("Mixtral-8x7B", &[8, 64]),
+            ("GPT-OSS-120B", &[16, 64]),
+            ("Mixtral-8x7B", &[8, 16, 32, 64]),
         ];
         let variants = bench::tune_variants(moe4::Tuning::defaults(&gpu));
         let labels: Vec<&str> = variants.iter().map(|v| v.0).collect();
