@@ -314,7 +314,7 @@ impl<const NT: usize> Producer<NT> {
 
 /// The decode offset of the 16-bit format, as the factor the epilogue applies.
 #[inline(always)]
-fn post<const BF16: bool>() -> f32 {
+pub(super) fn post<const BF16: bool>() -> f32 {
     f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23)
 }
 

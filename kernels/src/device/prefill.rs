@@ -22,8 +22,7 @@
 //! acc to y (f32) for the combine kernel.
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales, mma};
-use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales, mma, post};
 use crate::params::FcParams;
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
@@ -52,7 +51,7 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
     let nchunks = p.k / KCHUNK as u32;
     let tiles = groups * tpb;
     let base = smem();
-    let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
+    let post = post::<BF16>();
 
     let mut tile = bid();
     while tile < tiles {

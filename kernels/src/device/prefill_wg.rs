@@ -39,9 +39,8 @@
 //! parity: the next tile's is written during this tile's epilogue).
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post};
 use super::wgmma;
-use crate::decode::{BF16_POST_LOG2, F16_POST_LOG2};
 use crate::launch::{pfw_stage_bytes, PFW_STAGES, PFW_THREADS};
 use crate::params::{FcParams, PermuteParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
@@ -195,7 +194,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     let base = (smem() + 1023) & !1023;
     // FC2's pair/weight tables, one per tile parity.
     let tables = base + STAGES * stage_bytes;
-    let post = f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23);
+    let post = post::<BF16>();
 
     let mut tile = bid();
     if tile >= tiles {
