@@ -40,8 +40,8 @@ fn reference<T: Half>(
 }
 
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
-/// kernels with 64 and 128 pairs per tile and the `mma.sync` ones; else the
-/// `mma.sync` ones.
+/// kernels with 64, 128 and 256 pairs per tile and the `mma.sync` ones;
+/// else the `mma.sync` ones.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
     if !gpu.arch().has_wgmma() {
@@ -50,6 +50,7 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     vec![
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
+        ("wgmma n256", Tuning { wgmma: true, wgmma_cols: Some(256), ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
     ]
 }
@@ -133,6 +134,57 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     // Bit-reproducible although the router's slot order is not.
     let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "prefill output changed between runs");
+}
+
+/// Experts with exactly chosen pair counts, so every tile shape occurs:
+/// groups of 1, 63, 64, 65, 128, 129, 192, 193, 255, 256 and 257 pairs
+/// (the wide kernels' 64-, 128- and 256-column `wgmma`s, full and partial,
+/// and a second group of 1), an expert with none, and ids of -1 and out of
+/// range between them; every variant against the reference, and the wide
+/// kernels twice (the output is the same bit for bit).
+#[test]
+fn prefill_every_tile_width() {
+    let Some(gpu) = gpu("prefill_every_tile_width") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(88);
+    let counts = [1usize, 63, 64, 65, 128, 0, 129, 192, 193, 255, 256, 257];
+    let (e, h, i, topk) = (counts.len(), 256, 192, 2);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    // The pairs, expert by expert, then shuffled over (token, k) slots;
+    // the odd slot left over is -1, and a few more are -1 or out of range.
+    let mut ids: Vec<i32> = counts.iter().enumerate().flat_map(|(x, &c)| vec![x as i32; c]).collect();
+    ids.push(-1);
+    ids.push(e as i32 + 5);
+    if !ids.len().is_multiple_of(topk) {
+        ids.push(-1);
+    }
+    for a in (1..ids.len()).rev() {
+        ids.swap(a, rng.below(a + 1));
+    }
+    let m = ids.len() / topk;
+    let tw: Vec<f32> = (0..ids.len()).map(|_| 0.1 + rng.uniform()).collect();
+    let x = rng.vec(m * h, 1.0);
+    let mut ws = Workspace::new(&w, &s, m, topk).unwrap();
+    ws.set_path(ForwardPath::Prefill);
+    let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
+    for (label, t) in variants(&gpu) {
+        *ws.tuning_mut() = t;
+        let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+        let err = rel_l2(&got, &want);
+        report(&format!("prefill tile widths {label} M={m}: rel L2 error {err:.2e}"));
+        assert!(err < 1e-2, "{label}: {err}");
+        let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+        assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "{label}: output changed");
+    }
+    // f16 on the wide kernels.
+    if gpu.arch().has_wgmma() {
+        *ws.tuning_mut() = Tuning { wgmma: true, wgmma_cols: Some(256), ..Tuning::defaults(&gpu) };
+        let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
+        let err = rel_l2(&got, &reference::<f16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
+        report(&format!("prefill tile widths wgmma n256 f16 M={m}: rel L2 error {err:.2e}"));
+        assert!(err < 1e-2, "f16: {err}");
+    }
 }
 
 /// A small prefill case for compute-sanitizer (`scripts/gpu-run.sh

@@ -633,6 +633,9 @@ pub struct PrefillResult {
     /// Layer microseconds on the `mma.sync` prefill kernels, where `us`
     /// ran the `wgmma` ones (sm_90a).
     pub mma_sync_us: Option<f64>,
+    /// Layer microseconds on the `wgmma` kernels with 64, 128 and 256
+    /// pairs per tile forced (sm_90a; an A/B of the tile shapes in one run).
+    pub by_width: Vec<(u32, f64)>,
     /// Layer TFLOP/s (2 x pairs x 3 x H x I).
     pub tflops: f64,
     /// cuBLAS bf16 TFLOP/s on dense GEMMs of the same FLOPs, same run.
@@ -707,7 +710,8 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         };
         let pf = run(crate::ForwardPath::Prefill, &mut ws)?;
         let dec = if m * shape.topk / shape.e <= 128 { Some(run(crate::ForwardPath::Decode, &mut ws)?) } else { None };
-        let mma_sync = if ws.tuning_mut().wgmma && gpu.arch().has_wgmma() {
+        let wgmma = ws.tuning_mut().wgmma && gpu.arch().has_wgmma();
+        let mma_sync = if wgmma {
             let defaults = *ws.tuning_mut();
             ws.tuning_mut().wgmma = false;
             let t = run(crate::ForwardPath::Prefill, &mut ws);
@@ -716,6 +720,16 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         } else {
             None
         };
+        let mut by_width = Vec::new();
+        if wgmma {
+            let defaults = *ws.tuning_mut();
+            for c in [64, 128, moe4_kernels::launch::PFW_WIDE_COLS] {
+                ws.tuning_mut().wgmma_cols = Some(c);
+                let t = run(crate::ForwardPath::Prefill, &mut ws);
+                *ws.tuning_mut() = defaults;
+                by_width.push((c, t? * 1e3));
+            }
+        }
         ws.set_path(crate::ForwardPath::Auto);
         let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
         let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
@@ -725,6 +739,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             us: pf * 1e3,
             decode_us: dec.map(|d| d * 1e3),
             mma_sync_us: mma_sync.map(|d| d * 1e3),
+            by_width,
             tflops: flops / (pf * 1e-3) / 1e12,
             cublas_tflops: flops / (cb * 1e-3) / 1e12,
         });
@@ -734,18 +749,24 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 / n256 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));
+        let w = if x.by_width.is_empty() {
+            "-".to_string()
+        } else {
+            x.by_width.iter().map(|(_, t)| format!("{t:.0}")).collect::<Vec<_>>().join(" / ")
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
             x.shape,
             x.m,
             x.us,
             d,
             ms,
+            w,
             x.tflops,
             x.cublas_tflops,
             x.tflops / x.cublas_tflops
@@ -760,12 +781,13 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
                 x.shape,
                 x.m,
                 x.us,
                 x.decode_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.mma_sync_us.map_or("null".into(), |d| format!("{d:.3}")),
+                x.by_width.iter().map(|(c, t)| format!("\"{c}\":{t:.3}")).collect::<Vec<_>>().join(","),
                 x.tflops,
                 x.cublas_tflops
             )

@@ -132,16 +132,29 @@ pub const fn pf_smem_bytes() -> u32 {
     PF_STAGES * (4 * 1024 + 512 + PF_COLS * 2 * 64)
 }
 
-/// Threads per `wgmma` prefill block (sm_90a): two warpgroups, 8 warps,
-/// one 32-row task each (256 weight rows per tile).
+/// Threads per `wgmma` prefill block (sm_90a): two warpgroups, 8 warps.
 pub const PFW_THREADS: u32 = 256;
 /// Pipeline stages of the `wgmma` prefill kernels.
 pub const PFW_STAGES: u32 = 5;
+/// Pairs per tile of the wide `wgmma` prefill kernels (`_n256`: 128 weight
+/// rows x up to 256 pairs, one `m64 x N` `wgmma` per warpgroup and k-step).
+pub const PFW_WIDE_COLS: u32 = 256;
+/// 32-row tasks per block of the `wgmma` prefill kernels with `cols` pairs
+/// per tile: 8 (256 weight rows, each warp two 16-row tiles) up to 128
+/// pairs, 4 (128 rows, each warp one 16-row tile) for the wide kernels.
+pub const fn pfw_tasks(cols: u32) -> u32 {
+    if cols > 128 {
+        4
+    } else {
+        8
+    }
+}
 /// Bytes of one `wgmma` prefill stage with `cols` pairs per tile: the
 /// activations (`cols` rows of 128 bytes, first: 1024-byte aligned), the
-/// codes of 8 tasks (8 KiB), their scales (1 KiB).
+/// codes (1 KiB per task), their scales (128 B per task), rounded up to
+/// 1 KiB so every stage's activations stay 1024-byte aligned.
 pub const fn pfw_stage_bytes(cols: u32) -> u32 {
-    cols * 128 + 8 * 1024 + 8 * 128
+    (cols * 128 + pfw_tasks(cols) * (1024 + 128)).div_ceil(1024) * 1024
 }
 /// Dynamic shared memory of a `wgmma` prefill block: the stages, two
 /// tables of a group's pairs and routing weights (`cols` u32 + `cols` f32
@@ -187,9 +200,13 @@ mod tests {
         assert_eq!(fits(4, 4), 3);
         assert!(gemm_wg_smem_bytes() <= 227 * 1024);
         // wgmma prefill: one block per SM, stages stay 1024-byte aligned.
-        for cols in [64, 128] {
+        for cols in [64, 128, PFW_WIDE_COLS] {
             assert!(pfw_smem_bytes(cols) <= 227 * 1024);
             assert_eq!(pfw_stage_bytes(cols) % 1024, 0);
+            assert!(pfw_stage_bytes(cols) >= cols * 128 + pfw_tasks(cols) * 1152);
         }
+        // The 64- and 128-pair stages are exactly their contents.
+        assert_eq!(pfw_stage_bytes(128), 128 * 128 + 8 * 1152);
+        assert_eq!(pfw_stage_bytes(64), 64 * 128 + 8 * 1152);
     }
 }

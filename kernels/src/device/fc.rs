@@ -54,13 +54,18 @@ use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, M
 /// each broadcast to both halves, in the arithmetic's 16-bit format.
 #[inline(always)]
 pub fn lane_scales<const BF16: bool>(s: u32) -> [[u32; 2]; MTILES] {
-    let mut s01 = cvt_e4m3x2_f16x2(s & 0xFFFF);
-    let mut s23 = cvt_e4m3x2_f16x2(s >> 16);
+    [tile_scales::<BF16>(s), tile_scales::<BF16>(s >> 16)]
+}
+
+/// The scale pair of one 16-row tile (the low two E4M3 bytes of `s`: rows
+/// g and g + 8), as [`lane_scales`] gives it.
+#[inline(always)]
+pub fn tile_scales<const BF16: bool>(s: u32) -> [u32; 2] {
+    let mut h2 = cvt_e4m3x2_f16x2(s & 0xFFFF);
     if BF16 {
-        s01 = bf16_scale_from_f16x2(s01);
-        s23 = bf16_scale_from_f16x2(s23);
+        h2 = bf16_scale_from_f16x2(h2);
     }
-    [[bcast_lo(s01), bcast_hi(s01)], [bcast_lo(s23), bcast_hi(s23)]]
+    [bcast_lo(h2), bcast_hi(h2)]
 }
 
 /// The four A registers of one k-step: decoded and multiplied by the scales
@@ -332,7 +337,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
     if FC1 {
         let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
-        store_h::<BF16, NT, false>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
+        store_h::<BF16, NT, MTILES, false>(p, acc, ag, au, r, 0, gi * 8 * NT as u32, epi.n_grp);
     } else {
         let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let mut scale = epi.w;
@@ -448,26 +453,29 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
     }
 }
 
-/// FC1 epilogue of one warp's 32 rows x `8 NT` pairs, global scales (times
-/// the decode offset) `ag`/`au` given: gated activation, h rows `hrow0 +
-/// column` (decode: the group's position; prefill: the slot); `PERM`: each
-/// row stored in the [`wgmma_permuted`] k order (for the `wgmma` FC2).
+/// FC1 epilogue of one warp's `MT` 16-row tiles (tiles `mt0 ..  mt0 + MT`
+/// of task `r`) x `8 NT` pairs, global scales (times the decode offset)
+/// `ag`/`au` given: gated activation, h rows `hrow0 + column` (decode: the
+/// group's position; prefill: the slot); `PERM`: each row stored in the
+/// [`wgmma_permuted`] k order (for the `wgmma` FC2).
 #[inline(always)]
-pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const PERM: bool>(
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const MT: usize, const PERM: bool>(
     p: &FcParams,
-    acc: &Acc<NT>,
+    acc: &[[[f32; 4]; NT]; MT],
     ag: f32,
     au: f32,
     r: u32,
+    mt0: u32,
     hrow0: u32,
     n_grp: u32,
 ) {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let inter = p.rows / 2;
-    unroll!(MTILES, |mt| {
-        let ch = 16 * r + 8 * mt as u32 + g;
-        unroll16!(NT, |j| {
+    unroll!(MT, |mt| {
+        let ch = 16 * r + 8 * (mt0 + mt as u32) + g;
+        unroll32!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
                 if col < n_grp {
@@ -482,20 +490,23 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const PERM: bool
     });
 }
 
-/// FC1 epilogue with the expert's global scales loaded here (prefill).
+/// FC1 epilogue with the expert's global scales loaded here (prefill):
+/// [`store_h`] of tiles `mt0 .. mt0 + MT` of task `r`.
 #[inline(always)]
-pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM: bool>(
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const MT: usize, const PERM: bool>(
     p: &FcParams,
-    acc: &Acc<NT>,
+    acc: &[[[f32; 4]; NT]; MT],
     e: u32,
     r: u32,
+    mt0: u32,
     hrow0: u32,
     n_grp: u32,
     post: f32,
 ) {
     let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
     let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
-    store_h::<BF16, NT, PERM>(p, acc, ag, au, r, hrow0, n_grp);
+    store_h::<BF16, NT, MT, PERM>(p, acc, ag, au, r, mt0, hrow0, n_grp);
 }
 
 /// FC2 epilogue of one warp's 32 rows x `8 NT` pairs: `y[pair] = scale *
@@ -541,16 +552,19 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
         let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
         (pair, ldg_f32(p.topk_weights + 4 * pair as u64))
     };
-    epilogue_fc2_with::<NT>(p, acc, e, r, n_grp, post, pair_w);
+    epilogue_fc2_with::<NT, MTILES>(p, acc, e, r, 0, n_grp, post, pair_w);
 }
 
-/// FC2 epilogue with each column's (pair, routing weight) from `pair_w`.
+/// FC2 epilogue of tiles `mt0 .. mt0 + MT` of task `r`, with each
+/// column's (pair, routing weight) from `pair_w`.
 #[inline(always)]
-pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn epilogue_fc2_with<const NT: usize, const MT: usize>(
     p: &FcParams,
-    acc: &Acc<NT>,
+    acc: &[[[f32; 4]; NT]; MT],
     e: u32,
     r: u32,
+    mt0: u32,
     n_grp: u32,
     post: f32,
     pair_w: impl Fn(u32) -> (u32, f32),
@@ -558,29 +572,67 @@ pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    unroll!(NT.div_ceil(8), |h| {
-        let mut pair = [[u32::MAX; 2]; 8];
-        let mut scale = [[0f32; 2]; 8];
-        unroll!(8, |jj| unroll!(2, |u| {
-            let col = 8 * (8 * h + jj) as u32 + 2 * t + u as u32;
-            if 8 * h + jj < NT && col < n_grp {
-                let (pr, w) = pair_w(col);
-                pair[jj][u] = pr;
-                scale[jj][u] = w * a2;
+    // Column tiles per pass: 8, or 4 beside the wide kernels' 32.
+    const { assert!(NT <= 32) };
+    let per = const {
+        if NT > 16 {
+            4
+        } else {
+            8
+        }
+    };
+    unroll!(
+        NT.div_ceil(
+            const {
+                if NT > 16 {
+                    4
+                } else {
+                    8
+                }
             }
-        }));
-        unroll!(8, |jj| unroll!(2, |u| {
-            let j = 8 * h + jj;
-            if j < NT && pair[jj][u] != u32::MAX {
-                let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
-                unroll!(MTILES, |mt| {
-                    let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
-                    stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
-                    stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
-                });
-            }
-        }));
-    });
+        ),
+        |h| {
+            let mut pair = [[u32::MAX; 2]; 8];
+            let mut scale = [[0f32; 2]; 8];
+            unroll!(
+                (const {
+                    if NT > 16 {
+                        4
+                    } else {
+                        8
+                    }
+                }),
+                |jj| unroll!(2, |u| {
+                    let col = 8 * (per * h + jj) as u32 + 2 * t + u as u32;
+                    if per * h + jj < NT && col < n_grp {
+                        let (pr, w) = pair_w(col);
+                        pair[jj][u] = pr;
+                        scale[jj][u] = w * a2;
+                    }
+                })
+            );
+            unroll!(
+                (const {
+                    if NT > 16 {
+                        4
+                    } else {
+                        8
+                    }
+                }),
+                |jj| unroll!(2, |u| {
+                    let j = per * h + jj;
+                    if j < NT && pair[jj][u] != u32::MAX {
+                        let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
+                        unroll!(MT, |mt| {
+                            let row = (TASK_ROWS as u32 * r + 16 * (mt0 + mt as u32) + g) as u64;
+                            stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
+                            stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
+                        });
+                    }
+                })
+            );
+        }
+    );
 }
 
 macro_rules! fc_kernels {

@@ -19,202 +19,70 @@
 
 use core::arch::asm;
 
-/// `wgmma.mma_async.m64n128k16` (f32 += A x B, or = when `$sd` is 0), A
-/// from four registers, B by shared-memory descriptor; `$ty` is `"bf16"` or
-/// `"f16"`; `$d` is `[[f32; 4]; 16]`.
-macro_rules! wgmma_m64n128k16 {
-    ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
-        asm!(concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.", $ty, ".", $ty,
-            " {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {{{a0}, {a1}, {a2}, {a3}}}, {desc}, p, 1, 1, 0; }}"),
-            d0 = inout(reg32) $d[0][0],
-            d1 = inout(reg32) $d[0][1],
-            d2 = inout(reg32) $d[0][2],
-            d3 = inout(reg32) $d[0][3],
-            d4 = inout(reg32) $d[1][0],
-            d5 = inout(reg32) $d[1][1],
-            d6 = inout(reg32) $d[1][2],
-            d7 = inout(reg32) $d[1][3],
-            d8 = inout(reg32) $d[2][0],
-            d9 = inout(reg32) $d[2][1],
-            d10 = inout(reg32) $d[2][2],
-            d11 = inout(reg32) $d[2][3],
-            d12 = inout(reg32) $d[3][0],
-            d13 = inout(reg32) $d[3][1],
-            d14 = inout(reg32) $d[3][2],
-            d15 = inout(reg32) $d[3][3],
-            d16 = inout(reg32) $d[4][0],
-            d17 = inout(reg32) $d[4][1],
-            d18 = inout(reg32) $d[4][2],
-            d19 = inout(reg32) $d[4][3],
-            d20 = inout(reg32) $d[5][0],
-            d21 = inout(reg32) $d[5][1],
-            d22 = inout(reg32) $d[5][2],
-            d23 = inout(reg32) $d[5][3],
-            d24 = inout(reg32) $d[6][0],
-            d25 = inout(reg32) $d[6][1],
-            d26 = inout(reg32) $d[6][2],
-            d27 = inout(reg32) $d[6][3],
-            d28 = inout(reg32) $d[7][0],
-            d29 = inout(reg32) $d[7][1],
-            d30 = inout(reg32) $d[7][2],
-            d31 = inout(reg32) $d[7][3],
-            d32 = inout(reg32) $d[8][0],
-            d33 = inout(reg32) $d[8][1],
-            d34 = inout(reg32) $d[8][2],
-            d35 = inout(reg32) $d[8][3],
-            d36 = inout(reg32) $d[9][0],
-            d37 = inout(reg32) $d[9][1],
-            d38 = inout(reg32) $d[9][2],
-            d39 = inout(reg32) $d[9][3],
-            d40 = inout(reg32) $d[10][0],
-            d41 = inout(reg32) $d[10][1],
-            d42 = inout(reg32) $d[10][2],
-            d43 = inout(reg32) $d[10][3],
-            d44 = inout(reg32) $d[11][0],
-            d45 = inout(reg32) $d[11][1],
-            d46 = inout(reg32) $d[11][2],
-            d47 = inout(reg32) $d[11][3],
-            d48 = inout(reg32) $d[12][0],
-            d49 = inout(reg32) $d[12][1],
-            d50 = inout(reg32) $d[12][2],
-            d51 = inout(reg32) $d[12][3],
-            d52 = inout(reg32) $d[13][0],
-            d53 = inout(reg32) $d[13][1],
-            d54 = inout(reg32) $d[13][2],
-            d55 = inout(reg32) $d[13][3],
-            d56 = inout(reg32) $d[14][0],
-            d57 = inout(reg32) $d[14][1],
-            d58 = inout(reg32) $d[14][2],
-            d59 = inout(reg32) $d[14][3],
-            d60 = inout(reg32) $d[15][0],
-            d61 = inout(reg32) $d[15][1],
-            d62 = inout(reg32) $d[15][2],
-            d63 = inout(reg32) $d[15][3],
+/// `wgmma.mma_async` with A from four registers and B by shared-memory
+/// descriptor; `$op` names the shape and types (e.g.
+/// `"m64n128k16.f32.bf16.bf16"`), `$tail` the operands after the scale-d
+/// predicate (`", 1, 1, 0;"` for 16-bit, `";"` for s8); accumulate
+/// (`+=`) when `$sd` is nonzero, else overwrite. The accumulators are listed
+/// as `name column_tile register`, one per output register, in order.
+macro_rules! wgmma_rs {
+    ($op:expr, $tail:literal, $d:expr, $a:expr, $desc:expr, $sd:expr; $r0:ident $j0:literal $c0:literal $(, $r:ident $j:literal $c:literal)*) => {
+        asm!(
+            concat!(
+                "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.", $op, " {{",
+                "{", stringify!($r0), "}", $(", {", stringify!($r), "}",)*
+                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {desc}, p", $tail, " }}"
+            ),
+            $r0 = inout(reg32) $d[$j0][$c0],
+            $($r = inout(reg32) $d[$j][$c],)*
             a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2], a3 = in(reg32) $a[3],
             desc = in(reg64) $desc, sd = in(reg32) $sd,
-            options(nostack))
+            options(nostack)
+        )
     };
 }
 
-/// `wgmma.mma_async.m64n64k16` (f32 += A x B, or = when `$sd` is 0), A
-/// from four registers, B by shared-memory descriptor; `$ty` is `"bf16"` or
-/// `"f16"`; `$d` is `[[f32; 4]; 8]`.
+/// `wgmma.mma_async.m64n64k16` into `$d: [[f32; 4]; 8]`; `$ty` is
+/// `"bf16"` or `"f16"`.
 macro_rules! wgmma_m64n64k16 {
     ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
-        asm!(concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n64k16.f32.", $ty, ".", $ty,
-            " {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}}}, {{{a0}, {a1}, {a2}, {a3}}}, {desc}, p, 1, 1, 0; }}"),
-            d0 = inout(reg32) $d[0][0],
-            d1 = inout(reg32) $d[0][1],
-            d2 = inout(reg32) $d[0][2],
-            d3 = inout(reg32) $d[0][3],
-            d4 = inout(reg32) $d[1][0],
-            d5 = inout(reg32) $d[1][1],
-            d6 = inout(reg32) $d[1][2],
-            d7 = inout(reg32) $d[1][3],
-            d8 = inout(reg32) $d[2][0],
-            d9 = inout(reg32) $d[2][1],
-            d10 = inout(reg32) $d[2][2],
-            d11 = inout(reg32) $d[2][3],
-            d12 = inout(reg32) $d[3][0],
-            d13 = inout(reg32) $d[3][1],
-            d14 = inout(reg32) $d[3][2],
-            d15 = inout(reg32) $d[3][3],
-            d16 = inout(reg32) $d[4][0],
-            d17 = inout(reg32) $d[4][1],
-            d18 = inout(reg32) $d[4][2],
-            d19 = inout(reg32) $d[4][3],
-            d20 = inout(reg32) $d[5][0],
-            d21 = inout(reg32) $d[5][1],
-            d22 = inout(reg32) $d[5][2],
-            d23 = inout(reg32) $d[5][3],
-            d24 = inout(reg32) $d[6][0],
-            d25 = inout(reg32) $d[6][1],
-            d26 = inout(reg32) $d[6][2],
-            d27 = inout(reg32) $d[6][3],
-            d28 = inout(reg32) $d[7][0],
-            d29 = inout(reg32) $d[7][1],
-            d30 = inout(reg32) $d[7][2],
-            d31 = inout(reg32) $d[7][3],
-            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2], a3 = in(reg32) $a[3],
-            desc = in(reg64) $desc, sd = in(reg32) $sd,
-            options(nostack))
+        wgmma_rs!(concat!("m64n64k16.f32.", $ty, ".", $ty), ", 1, 1, 0;", $d, $a, $desc, $sd;
+            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3)
     };
 }
 
-/// `wgmma.mma_async.m64n128k32.s32.s8.s8` (i32 += A x B, or = when `$sd`
-/// is 0), A from four registers (s8x4 each), B by shared-memory descriptor;
-/// `$d` is `[[i32; 4]; 16]`.
+/// `wgmma.mma_async.m64n128k16` into `$d: [[f32; 4]; 16]`; `$ty` is
+/// `"bf16"` or `"f16"`.
+macro_rules! wgmma_m64n128k16 {
+    ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
+        wgmma_rs!(concat!("m64n128k16.f32.", $ty, ".", $ty), ", 1, 1, 0;", $d, $a, $desc, $sd;
+            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3, d32 8 0, d33 8 1, d34 8 2, d35 8 3, d36 9 0, d37 9 1, d38 9 2, d39 9 3, d40 10 0, d41 10 1, d42 10 2, d43 10 3, d44 11 0, d45 11 1, d46 11 2, d47 11 3, d48 12 0, d49 12 1, d50 12 2, d51 12 3, d52 13 0, d53 13 1, d54 13 2, d55 13 3, d56 14 0, d57 14 1, d58 14 2, d59 14 3, d60 15 0, d61 15 1, d62 15 2, d63 15 3)
+    };
+}
+
+/// `wgmma.mma_async.m64n192k16` into `$d: [[f32; 4]; 24]`; `$ty` is
+/// `"bf16"` or `"f16"`.
+macro_rules! wgmma_m64n192k16 {
+    ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
+        wgmma_rs!(concat!("m64n192k16.f32.", $ty, ".", $ty), ", 1, 1, 0;", $d, $a, $desc, $sd;
+            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3, d32 8 0, d33 8 1, d34 8 2, d35 8 3, d36 9 0, d37 9 1, d38 9 2, d39 9 3, d40 10 0, d41 10 1, d42 10 2, d43 10 3, d44 11 0, d45 11 1, d46 11 2, d47 11 3, d48 12 0, d49 12 1, d50 12 2, d51 12 3, d52 13 0, d53 13 1, d54 13 2, d55 13 3, d56 14 0, d57 14 1, d58 14 2, d59 14 3, d60 15 0, d61 15 1, d62 15 2, d63 15 3, d64 16 0, d65 16 1, d66 16 2, d67 16 3, d68 17 0, d69 17 1, d70 17 2, d71 17 3, d72 18 0, d73 18 1, d74 18 2, d75 18 3, d76 19 0, d77 19 1, d78 19 2, d79 19 3, d80 20 0, d81 20 1, d82 20 2, d83 20 3, d84 21 0, d85 21 1, d86 21 2, d87 21 3, d88 22 0, d89 22 1, d90 22 2, d91 22 3, d92 23 0, d93 23 1, d94 23 2, d95 23 3)
+    };
+}
+
+/// `wgmma.mma_async.m64n256k16` into `$d: [[f32; 4]; 32]`; `$ty` is
+/// `"bf16"` or `"f16"`.
+macro_rules! wgmma_m64n256k16 {
+    ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
+        wgmma_rs!(concat!("m64n256k16.f32.", $ty, ".", $ty), ", 1, 1, 0;", $d, $a, $desc, $sd;
+            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3, d32 8 0, d33 8 1, d34 8 2, d35 8 3, d36 9 0, d37 9 1, d38 9 2, d39 9 3, d40 10 0, d41 10 1, d42 10 2, d43 10 3, d44 11 0, d45 11 1, d46 11 2, d47 11 3, d48 12 0, d49 12 1, d50 12 2, d51 12 3, d52 13 0, d53 13 1, d54 13 2, d55 13 3, d56 14 0, d57 14 1, d58 14 2, d59 14 3, d60 15 0, d61 15 1, d62 15 2, d63 15 3, d64 16 0, d65 16 1, d66 16 2, d67 16 3, d68 17 0, d69 17 1, d70 17 2, d71 17 3, d72 18 0, d73 18 1, d74 18 2, d75 18 3, d76 19 0, d77 19 1, d78 19 2, d79 19 3, d80 20 0, d81 20 1, d82 20 2, d83 20 3, d84 21 0, d85 21 1, d86 21 2, d87 21 3, d88 22 0, d89 22 1, d90 22 2, d91 22 3, d92 23 0, d93 23 1, d94 23 2, d95 23 3, d96 24 0, d97 24 1, d98 24 2, d99 24 3, d100 25 0, d101 25 1, d102 25 2, d103 25 3, d104 26 0, d105 26 1, d106 26 2, d107 26 3, d108 27 0, d109 27 1, d110 27 2, d111 27 3, d112 28 0, d113 28 1, d114 28 2, d115 28 3, d116 29 0, d117 29 1, d118 29 2, d119 29 3, d120 30 0, d121 30 1, d122 30 2, d123 30 3, d124 31 0, d125 31 1, d126 31 2, d127 31 3)
+    };
+}
+
+/// `wgmma.mma_async.m64n128k32.s32.s8.s8` into `$d: [[i32; 4]; 16]`.
 macro_rules! wgmma_m64n128k32_s8 {
     ($d:expr, $a:expr, $desc:expr, $sd:expr) => {
-        asm!(concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8",
-            " {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {{{a0}, {a1}, {a2}, {a3}}}, {desc}, p; }}"),
-            d0 = inout(reg32) $d[0][0],
-            d1 = inout(reg32) $d[0][1],
-            d2 = inout(reg32) $d[0][2],
-            d3 = inout(reg32) $d[0][3],
-            d4 = inout(reg32) $d[1][0],
-            d5 = inout(reg32) $d[1][1],
-            d6 = inout(reg32) $d[1][2],
-            d7 = inout(reg32) $d[1][3],
-            d8 = inout(reg32) $d[2][0],
-            d9 = inout(reg32) $d[2][1],
-            d10 = inout(reg32) $d[2][2],
-            d11 = inout(reg32) $d[2][3],
-            d12 = inout(reg32) $d[3][0],
-            d13 = inout(reg32) $d[3][1],
-            d14 = inout(reg32) $d[3][2],
-            d15 = inout(reg32) $d[3][3],
-            d16 = inout(reg32) $d[4][0],
-            d17 = inout(reg32) $d[4][1],
-            d18 = inout(reg32) $d[4][2],
-            d19 = inout(reg32) $d[4][3],
-            d20 = inout(reg32) $d[5][0],
-            d21 = inout(reg32) $d[5][1],
-            d22 = inout(reg32) $d[5][2],
-            d23 = inout(reg32) $d[5][3],
-            d24 = inout(reg32) $d[6][0],
-            d25 = inout(reg32) $d[6][1],
-            d26 = inout(reg32) $d[6][2],
-            d27 = inout(reg32) $d[6][3],
-            d28 = inout(reg32) $d[7][0],
-            d29 = inout(reg32) $d[7][1],
-            d30 = inout(reg32) $d[7][2],
-            d31 = inout(reg32) $d[7][3],
-            d32 = inout(reg32) $d[8][0],
-            d33 = inout(reg32) $d[8][1],
-            d34 = inout(reg32) $d[8][2],
-            d35 = inout(reg32) $d[8][3],
-            d36 = inout(reg32) $d[9][0],
-            d37 = inout(reg32) $d[9][1],
-            d38 = inout(reg32) $d[9][2],
-            d39 = inout(reg32) $d[9][3],
-            d40 = inout(reg32) $d[10][0],
-            d41 = inout(reg32) $d[10][1],
-            d42 = inout(reg32) $d[10][2],
-            d43 = inout(reg32) $d[10][3],
-            d44 = inout(reg32) $d[11][0],
-            d45 = inout(reg32) $d[11][1],
-            d46 = inout(reg32) $d[11][2],
-            d47 = inout(reg32) $d[11][3],
-            d48 = inout(reg32) $d[12][0],
-            d49 = inout(reg32) $d[12][1],
-            d50 = inout(reg32) $d[12][2],
-            d51 = inout(reg32) $d[12][3],
-            d52 = inout(reg32) $d[13][0],
-            d53 = inout(reg32) $d[13][1],
-            d54 = inout(reg32) $d[13][2],
-            d55 = inout(reg32) $d[13][3],
-            d56 = inout(reg32) $d[14][0],
-            d57 = inout(reg32) $d[14][1],
-            d58 = inout(reg32) $d[14][2],
-            d59 = inout(reg32) $d[14][3],
-            d60 = inout(reg32) $d[15][0],
-            d61 = inout(reg32) $d[15][1],
-            d62 = inout(reg32) $d[15][2],
-            d63 = inout(reg32) $d[15][3],
-            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2], a3 = in(reg32) $a[3],
-            desc = in(reg64) $desc, sd = in(reg32) $sd,
-            options(nostack))
+        wgmma_rs!("m64n128k32.s32.s8.s8", ";", $d, $a, $desc, $sd;
+            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3, d32 8 0, d33 8 1, d34 8 2, d35 8 3, d36 9 0, d37 9 1, d38 9 2, d39 9 3, d40 10 0, d41 10 1, d42 10 2, d43 10 3, d44 11 0, d45 11 1, d46 11 2, d47 11 3, d48 12 0, d49 12 1, d50 12 2, d51 12 3, d52 13 0, d53 13 1, d54 13 2, d55 13 3, d56 14 0, d57 14 1, d58 14 2, d59 14 3, d60 15 0, d61 15 1, d62 15 2, d63 15 3)
     };
 }
 
@@ -266,55 +134,80 @@ pub const fn desc_sw128(addr: u32) -> u64 {
     (((addr & 0x3FFFF) >> 4) as u64) | (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62)
 }
 
-/// `d (+)= a x B` over 128 columns, bf16 or f16 operands.
+/// `d (+)= a x B` over the first `8 NW` of the `8 NT` columns `d` holds
+/// (`NW` = 8, 16, 24 or 32 column tiles), bf16 or f16 operands. Does nothing
+/// when `NW > NT`: callers pick `NW <= NT` (a kernel with one accumulator
+/// size dispatches on its tile's width; the branches for widths it cannot
+/// have are never taken).
 ///
 /// # Safety
 /// Issued by all threads of the warpgroup together; `desc` describes a B
-/// tile in shared memory that stays unchanged until this group's [`wait`];
-/// `d` and `a` are not touched before it either.
+/// tile of at least `8 NW` rows in shared memory that stays unchanged until
+/// this group's [`wait`]; `d` and `a` are not touched before it either.
 #[inline(always)]
-pub unsafe fn mma_n128<const BF16: bool>(d: &mut [[f32; 4]; 16], a: [u32; 4], desc: u64, accumulate: bool) {
+pub unsafe fn mma_cols<const BF16: bool, const NT: usize, const NW: usize>(
+    d: &mut [[f32; 4]; NT],
+    a: [u32; 4],
+    desc: u64,
+    accumulate: bool,
+) {
+    const { assert!(NW == 8 || NW == 16 || NW == 24 || NW == 32) };
+    if NW > NT {
+        return;
+    }
     let sd = accumulate as u32;
-    if BF16 {
-        wgmma_m64n128k16!("bf16", d, a, desc, sd)
-    } else {
-        wgmma_m64n128k16!("f16", d, a, desc, sd)
+    // SAFETY (each cast): the first `NW <= NT` column tiles of `d`, the
+    // length the branch names.
+    let d = d.as_mut_ptr();
+    match NW {
+        8 => {
+            let d = &mut *(d as *mut [[f32; 4]; 8]);
+            if BF16 {
+                wgmma_m64n64k16!("bf16", d, a, desc, sd)
+            } else {
+                wgmma_m64n64k16!("f16", d, a, desc, sd)
+            }
+        }
+        16 => {
+            let d = &mut *(d as *mut [[f32; 4]; 16]);
+            if BF16 {
+                wgmma_m64n128k16!("bf16", d, a, desc, sd)
+            } else {
+                wgmma_m64n128k16!("f16", d, a, desc, sd)
+            }
+        }
+        24 => {
+            let d = &mut *(d as *mut [[f32; 4]; 24]);
+            if BF16 {
+                wgmma_m64n192k16!("bf16", d, a, desc, sd)
+            } else {
+                wgmma_m64n192k16!("f16", d, a, desc, sd)
+            }
+        }
+        _ => {
+            let d = &mut *(d as *mut [[f32; 4]; 32]);
+            if BF16 {
+                wgmma_m64n256k16!("bf16", d, a, desc, sd)
+            } else {
+                wgmma_m64n256k16!("f16", d, a, desc, sd)
+            }
+        }
     }
 }
 
-/// `d (+)= a x B` over 64 columns, bf16 or f16 operands.
+/// `d (+)= a x B` over all `8 NT` columns of `d` (NT = 8, 16, 24 or 32).
 ///
 /// # Safety
-/// As for [`mma_n128`].
-#[inline(always)]
-pub unsafe fn mma_n64<const BF16: bool>(d: &mut [[f32; 4]; 8], a: [u32; 4], desc: u64, accumulate: bool) {
-    let sd = accumulate as u32;
-    if BF16 {
-        wgmma_m64n64k16!("bf16", d, a, desc, sd)
-    } else {
-        wgmma_m64n64k16!("f16", d, a, desc, sd)
-    }
-}
-
-/// `d (+)= a x B` over `8 NT` columns (NT = 8 or 16).
-///
-/// # Safety
-/// As for [`mma_n128`].
+/// As for [`mma_cols`].
 #[inline(always)]
 pub unsafe fn mma<const BF16: bool, const NT: usize>(d: &mut [[f32; 4]; NT], a: [u32; 4], desc: u64, accumulate: bool) {
-    const { assert!(NT == 8 || NT == 16) };
-    // SAFETY (both casts): `NT` is the length the branch names.
-    if NT == 16 {
-        mma_n128::<BF16>(&mut *(d as *mut [[f32; 4]; NT] as *mut [[f32; 4]; 16]), a, desc, accumulate)
-    } else {
-        mma_n64::<BF16>(&mut *(d as *mut [[f32; 4]; NT] as *mut [[f32; 4]; 8]), a, desc, accumulate)
-    }
+    mma_cols::<BF16, NT, NT>(d, a, desc, accumulate)
 }
 
 /// `d (+)= a x B` over 128 columns, s8 operands, i32 accumulators.
 ///
 /// # Safety
-/// As for [`mma_n128`].
+/// As for [`mma_cols`].
 #[inline(always)]
 pub unsafe fn mma_s8_n128(d: &mut [[i32; 4]; 16], a: [u32; 4], desc: u64, accumulate: bool) {
     let sd = accumulate as u32;
@@ -327,7 +220,7 @@ pub unsafe fn mma_s8_n128(d: &mut [[i32; 4]; 16], a: [u32; 4], desc: u64, accumu
 /// asynchronously; ptxas would then serialize the pipeline, or worse).
 #[inline(always)]
 pub fn hold_f32<const NT: usize>(d: &mut [[f32; 4]; NT]) {
-    unroll16!(NT, |j| unroll!(4, |c| {
+    unroll32!(NT, |j| unroll!(4, |c| {
         // SAFETY: an empty instruction; it only pins the register.
         unsafe { asm!("// hold {0}", inout(reg32) d[j][c], options(nostack)) };
     }));
