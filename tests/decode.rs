@@ -233,12 +233,18 @@ fn sanitizer_case() {
     ws.tuning_mut().route_blocks_from = Some(0);
     c.name = "sanitizer, many-block routing".into();
     check::<bf16>(&w, &mut ws, &s, &c);
+    // The 64-row-task kernels (two and four column tiles).
+    for nt in [2, 4] {
+        *ws.tuning_mut() = moe4::Tuning { nt: Some(nt), task_rows: Some(64), ..moe4::Tuning::defaults(&gpu) };
+        c.name = format!("sanitizer, NT={nt}, 64-row tasks");
+        check::<bf16>(&w, &mut ws, &s, &c);
+    }
 }
 
 /// Every kernel variant the benchmark compares computes the same layer:
 /// without programmatic launch, 4- and 8-warp kernels (K split up to 4 or
 /// 8 ways), forced column-tile counts (several groups per expert, partly
-/// empty tiles).
+/// empty tiles), 32- and 64-row tasks.
 #[test]
 fn tuning_variants_against_the_reference() {
     let Some(gpu) = gpu("tuning_variants_against_the_reference") else { return };
@@ -256,6 +262,10 @@ fn tuning_variants_against_the_reference() {
         ("NT=1", moe4::Tuning { nt: Some(1), ..d }),
         ("NT=2", moe4::Tuning { nt: Some(2), ..d }),
         ("NT=4", moe4::Tuning { nt: Some(4), ..d }),
+        ("NT=2 32-row tasks", moe4::Tuning { nt: Some(2), task_rows: Some(32), ..d }),
+        ("NT=2 64-row tasks", moe4::Tuning { nt: Some(2), task_rows: Some(64), ..d }),
+        ("NT=4 32-row tasks", moe4::Tuning { nt: Some(4), task_rows: Some(32), ..d }),
+        ("NT=4 64-row tasks", moe4::Tuning { nt: Some(4), task_rows: Some(64), ..d }),
         ("many-block routing", moe4::Tuning { route_blocks_from: Some(0), ..d }),
     ];
     for (label, t) in variants {

@@ -40,8 +40,8 @@ fn reference<T: Half>(
 }
 
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
-/// kernels with 64, 128 and 256 pairs per tile and the `mma.sync` ones;
-/// else the `mma.sync` ones.
+/// kernels with 64 and 128 pairs per tile and the `mma.sync` ones; else the
+/// `mma.sync` ones.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
     if !gpu.arch().has_wgmma() {
@@ -50,7 +50,6 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     vec![
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
-        ("wgmma n256", Tuning { wgmma: true, wgmma_cols: Some(256), ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
     ]
 }
@@ -137,11 +136,10 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
 }
 
 /// Experts with exactly chosen pair counts, so every tile shape occurs:
-/// groups of 1, 63, 64, 65, 128, 129, 192, 193, 255, 256 and 257 pairs
-/// (the wide kernels' 64-, 128- and 256-column `wgmma`s, full and partial,
-/// and a second group of 1), an expert with none, and ids of -1 and out of
-/// range between them; every variant against the reference, and the wide
-/// kernels twice (the output is the same bit for bit).
+/// 1, 63, 64, 65, 128, 129, 192, 193, 255, 256 and 257 pairs (full and
+/// partial last groups of 64 and 128 columns, groups of one pair), an expert
+/// with none, and ids of -1 and out of range between them; every variant
+/// against the reference, each twice (the output is the same bit for bit).
 #[test]
 fn prefill_every_tile_width() {
     let Some(gpu) = gpu("prefill_every_tile_width") else { return };
@@ -177,14 +175,12 @@ fn prefill_every_tile_width() {
         let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
         assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "{label}: output changed");
     }
-    // f16 on the wide kernels.
-    if gpu.arch().has_wgmma() {
-        *ws.tuning_mut() = Tuning { wgmma: true, wgmma_cols: Some(256), ..Tuning::defaults(&gpu) };
-        let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
-        let err = rel_l2(&got, &reference::<f16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
-        report(&format!("prefill tile widths wgmma n256 f16 M={m}: rel L2 error {err:.2e}"));
-        assert!(err < 1e-2, "f16: {err}");
-    }
+    // f16 on the default prefill kernels.
+    *ws.tuning_mut() = Tuning::defaults(&gpu);
+    let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
+    let err = rel_l2(&got, &reference::<f16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
+    report(&format!("prefill tile widths default f16 M={m}: rel L2 error {err:.2e}"));
+    assert!(err < 1e-2, "f16: {err}");
 }
 
 /// A small prefill case for compute-sanitizer (`scripts/gpu-run.sh

@@ -269,7 +269,7 @@ pub fn decode_variants(
 /// The decode variants `moe4 bench tune` compares, against the defaults
 /// `d`: without programmatic launch, the 4- and 8-warp kernels, loads only,
 /// the first 1/2/3 launches alone (route, + FC1, + FC2), one, two and four
-/// column tiles.
+/// column tiles, and two or four with 32- and 64-row tasks.
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -283,6 +283,10 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("NT=1", Some(Tuning { nt: Some(1), ..d })),
         ("NT=2", Some(Tuning { nt: Some(2), ..d })),
         ("NT=4", Some(Tuning { nt: Some(4), ..d })),
+        ("NT=2 r32", Some(Tuning { nt: Some(2), task_rows: Some(32), ..d })),
+        ("NT=2 r64", Some(Tuning { nt: Some(2), task_rows: Some(64), ..d })),
+        ("NT=4 r32", Some(Tuning { nt: Some(4), task_rows: Some(32), ..d })),
+        ("NT=4 r64", Some(Tuning { nt: Some(4), task_rows: Some(64), ..d })),
     ]
 }
 
@@ -633,8 +637,8 @@ pub struct PrefillResult {
     /// Layer microseconds on the `mma.sync` prefill kernels, where `us`
     /// ran the `wgmma` ones (sm_90a).
     pub mma_sync_us: Option<f64>,
-    /// Layer microseconds on the `wgmma` kernels with 64, 128 and 256
-    /// pairs per tile forced (sm_90a; an A/B of the tile shapes in one run).
+    /// Layer microseconds on the `wgmma` kernels with 64 and 128 pairs per
+    /// tile forced (sm_90a; an A/B of the tile shapes in one run).
     pub by_width: Vec<(u32, f64)>,
     /// Layer TFLOP/s (2 x pairs x 3 x H x I).
     pub tflops: f64,
@@ -723,7 +727,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         let mut by_width = Vec::new();
         if wgmma {
             let defaults = *ws.tuning_mut();
-            for c in [64, 128, moe4_kernels::launch::PFW_WIDE_COLS] {
+            for c in [64, 128] {
                 ws.tuning_mut().wgmma_cols = Some(c);
                 let t = run(crate::ForwardPath::Prefill, &mut ws);
                 *ws.tuning_mut() = defaults;
@@ -749,7 +753,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 / n256 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));

@@ -54,8 +54,8 @@ pub use dtype::Half;
 pub use error::{Error, Result};
 pub use gpu::{gpu_available, Gpu};
 pub use moe::{
-    route_blocks_from, ForwardPath, Tuning, Workspace, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK, PREFILL_CROSSOVER,
-    ROUTE_BLOCKS_FROM, ROUTE_BLOCKS_FROM_FEW_EXPERTS, WIDEST_PREFILL_PAIRS, WIDE_PREFILL_PAIRS,
+    route_blocks_from, ForwardPath, Tuning, Workspace, DECODE_TASK_ROWS, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK,
+    PREFILL_CROSSOVER, ROUTE_BLOCKS_FROM, ROUTE_BLOCKS_FROM_FEW_EXPERTS, WIDE_PREFILL_PAIRS,
 };
 pub use ptx::Arch;
 pub use reference::Activation;

@@ -18,10 +18,10 @@
 //! bandwidth-bound) or the **prefill** kernels (tensor-core bound), chosen
 //! from the mean number of pairs per expert against a crossover measured on
 //! the H200 ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it.
-//! The prefill kernels are `moe_pfw*` on sm_90a (`wgmma`: 256 weight rows x
-//! 64 or 128 pairs per tile, or 128 rows x up to 256 pairs from
-//! [`WIDEST_PREFILL_PAIRS`] mean pairs per expert) and `moe_pf*` elsewhere
-//! (`mma.sync`, 128 x 64). All read the same copy of the weights.
+//! The prefill kernels are `moe_pfw*` on sm_90a (`wgmma`, 256 weight rows x
+//! 64 or 128 pairs per tile, 128 from [`WIDE_PREFILL_PAIRS`] mean pairs per
+//! expert) and `moe_pf*` elsewhere (`mma.sync`, 128 x 64). All read the
+//! same copy of the weights.
 
 use crate::dtype::Half;
 use crate::error::{shape, unsupported, Error, Result};
@@ -30,7 +30,7 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
-    FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PFW_WIDE_COLS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -44,12 +44,8 @@ pub const PREFILL_CROSSOVER: f64 = 24.0;
 /// take 128 pairs per tile instead of 64 (fewer than 3/4 of the columns of
 /// the wider tile would be used below it).
 pub const WIDE_PREFILL_PAIRS: f64 = 96.0;
-/// Mean pairs per active expert from which the `wgmma` prefill kernels
-/// take the wide tiles (128 weight rows x up to 256 pairs: half the decode
-/// per multiply-add).
-pub const WIDEST_PREFILL_PAIRS: f64 = 192.0;
 /// Widest column group any prefill kernel routes (pairs per tile).
-const MAX_GROUP: usize = PFW_WIDE_COLS as usize;
+const MAX_GROUP: usize = 128;
 
 /// Which kernels `forward` runs for FC1/FC2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +59,9 @@ pub enum ForwardPath {
 }
 /// Largest top-k.
 pub const MAX_TOPK: usize = 64;
+/// Weight rows per task of the decode FC kernels with two or four column
+/// tiles ([`Tuning::task_rows`]).
+pub const DECODE_TASK_ROWS: u32 = 64;
 /// Pairs (M x top-k) from which `forward` routes on many blocks by
 /// default ([`Tuning::route_blocks_from`]) for layers of more than
 /// [`FEW_EXPERTS`] experts. Measured by `moe4 bench route` on the H200
@@ -100,9 +99,6 @@ pub struct Workspace {
     n_active: CudaSlice<u32>,
     invalid: CudaSlice<u32>,
     h: CudaSlice<u16>,
-    /// Rows of `h`; the last one is never written (zeros: the `wgmma`
-    /// FC2's zero row).
-    h_rows: usize,
     y: CudaSlice<f32>,
     groups: CudaSlice<u32>,
     group_rows: CudaSlice<u32>,
@@ -129,15 +125,19 @@ pub struct Tuning {
     /// Column tiles of the decode FC kernels (`None`: from the mean pairs
     /// per expert).
     pub nt: Option<usize>,
+    /// Weight rows per decode task with two or four column tiles: 32, or
+    /// 64 (each warp two tasks of the layout, whose activations it reads
+    /// from shared memory once: half the shared-memory traffic per weight).
+    /// `None`: [`DECODE_TASK_ROWS`]. One column tile always takes 32.
+    pub task_rows: Option<u32>,
     /// Stop after this many of the four launches (route, FC1, FC2,
     /// combine): 4 = the whole layer.
     pub launches: u32,
     /// Prefill on the `wgmma` kernels where the build has them (sm_90a);
     /// `false`: the `mma.sync` ones.
     pub wgmma: bool,
-    /// Pairs per tile of the `wgmma` prefill kernels, 64, 128 or 256
-    /// (`None`: from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`] and
-    /// [`WIDEST_PREFILL_PAIRS`]).
+    /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
+    /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
     /// Pairs (M x top-k) from which the routing runs on many blocks
     /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
@@ -153,6 +153,7 @@ impl Tuning {
             wide: None,
             load_only: false,
             nt: None,
+            task_rows: None,
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
             wgmma_cols: None,
@@ -179,10 +180,6 @@ impl Workspace {
         // Column-group tables: each active expert's last group may be
         // partly empty (up to MAX_GROUP - 1 unused columns).
         let group_slots = pairs + pairs.min(weights.experts) * (MAX_GROUP - 1);
-        // Decode h rows are indexed by column-group position: each active
-        // expert's last group may be partly empty (up to 31 unused rows);
-        // one more row stays zero.
-        let h_rows = pairs + pairs.min(weights.experts) * 31 + 1;
         Ok(Workspace {
             path: ForwardPath::Auto,
             tuning: Tuning::defaults(&weights.gpu),
@@ -193,8 +190,9 @@ impl Workspace {
             active: stream.alloc_zeros(4 * weights.experts)?,
             n_active: stream.alloc_zeros(2)?,
             invalid: stream.alloc_zeros(1)?,
-            h: stream.alloc_zeros(h_rows * weights.inter)?,
-            h_rows,
+            // Decode h rows are indexed by column-group position: each active
+            // expert's last group may be partly empty (up to 31 unused rows).
+            h: stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?,
             y: stream.alloc_zeros(pairs * weights.hidden)?,
             groups: stream.alloc_zeros(4 * pairs)?,
             group_rows: stream.alloc_zeros(group_slots)?,
@@ -276,9 +274,12 @@ impl MoeWeights {
     fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32) -> Result<bool> {
         let gpu = &self.gpu;
         let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
-        let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS)))?;
-        let b8 =
-            gpu.resident_blocks(&n8, 32 * FC_WARPS_WIDE, fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE)))?;
+        let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2))?;
+        let b8 = gpu.resident_blocks(
+            &n8,
+            32 * FC_WARPS_WIDE,
+            fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE), 2),
+        )?;
         let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).1 as u64;
         let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).1 as u64;
         Ok(100 * c8 < 95 * c4)
@@ -356,6 +357,9 @@ impl MoeWeights {
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
         let nt = tune.nt.unwrap_or_else(|| column_tiles(m * k, e));
+        if let Some(r) = tune.task_rows.filter(|r| *r != 32 && *r != 64) {
+            return Err(unsupported("decode task rows", r, "must be 32 or 64"));
+        }
         let mean = (m * k) as f64 / e.min(m * k).max(1) as f64;
         let prefill = match ws.path {
             ForwardPath::Auto => mean >= PREFILL_CROSSOVER,
@@ -363,20 +367,11 @@ impl MoeWeights {
             ForwardPath::Prefill => true,
         };
         // The wgmma prefill kernels' pairs per tile (None: mma.sync ones).
-        // They address their inputs (x with a zero row, h) in 32-bit units
-        // of 16 bytes: beyond that (64 GiB), the mma.sync ones.
-        let fits = |rows: usize, k: usize| (rows as u64) * (k as u64 / 8) < 1 << 32;
-        let wg_cols = if prefill && tune.wgmma && gpu.arch().has_wgmma() && fits(m + 1, h) && fits(ws.h_rows, inter) {
+        let wg_cols = if prefill && tune.wgmma && gpu.arch().has_wgmma() {
             match tune.wgmma_cols {
-                Some(c @ (64 | 128 | PFW_WIDE_COLS)) => Some(c),
-                Some(c) => return Err(unsupported("wgmma prefill pairs per tile", c, "must be 64, 128 or 256")),
-                None => Some(if mean >= WIDEST_PREFILL_PAIRS {
-                    PFW_WIDE_COLS
-                } else if mean >= WIDE_PREFILL_PAIRS {
-                    128
-                } else {
-                    64
-                }),
+                Some(c @ (64 | 128)) => Some(c),
+                Some(c) => return Err(unsupported("wgmma prefill pairs per tile", c, "must be 64 or 128")),
+                None => Some(if mean >= WIDE_PREFILL_PAIRS { 128 } else { 64 }),
             }
         } else {
             None
@@ -446,8 +441,7 @@ impl MoeWeights {
             ..Default::default()
         };
         // The wgmma FC1 reads x in the wgmma k order: a permuted copy in y's
-        // memory (y is first written by FC2, after FC1 is done with it),
-        // with a row of zeros after the m rows of x.
+        // memory (y is first written by FC2, after FC1 is done with it).
         let x_in = if wg_cols.is_some() { ybuf } else { x_ptr };
         let fc1 = FcParams {
             codes: c1.0,
@@ -458,7 +452,6 @@ impl MoeWeights {
             output: hbuf,
             k: h as u32,
             rows: 2 * inter as u32,
-            zero_row: m as u32,
             ..base
         };
         let fc2 = FcParams {
@@ -469,7 +462,6 @@ impl MoeWeights {
             output: ybuf,
             k: inter as u32,
             rows: h as u32,
-            zero_row: (ws.h_rows - 1) as u32,
             ..base
         };
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
@@ -483,14 +475,18 @@ impl MoeWeights {
             let wide =
                 nt == 1 && !tune.load_only && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
+            let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or(DECODE_TASK_ROWS) == 64;
             let suffix = if tune.load_only {
                 "_ld"
             } else if wide {
                 "_w8"
+            } else if rows64 {
+                "_r64"
             } else {
                 ""
             };
-            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps));
+            let mt = if rows64 { 4 } else { 2 };
+            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps), mt);
             Ok((format!("moe_fc{fc}_{}_nt{nt}{suffix}", T::NAME), smem, 32 * warps))
         };
         // Tasks (column groups x 32-row blocks) if every active expert has
@@ -504,9 +500,9 @@ impl MoeWeights {
         let grid2 = gpu.resident_blocks(&n2, threads2, smem2)?;
         if wg_cols.is_some() {
             let perm = PermuteParams { src: x_ptr, dst: ybuf, rows: m as u32, k: h as u32 };
-            let grid = (((m + 1) * h / 8) as u32).div_ceil(256).min(8 * gpu.sm_count());
-            // SAFETY: x holds m x H; y holds max_tokens x top-k x H f32, at
-            // least (m + 1) x H 16-bit values (m >= 1); H is a multiple of 64.
+            let grid = ((m * h / 8) as u32).div_ceil(256).min(8 * gpu.sm_count());
+            // SAFETY: x holds m x H; y holds max_tokens x k x H f32, more
+            // than m x H 16-bit values; H is a multiple of 64.
             unsafe { gpu.launch_dependent(stream, "moe_permute_x", grid, 256, 0, perm, tune.pdl)? };
         }
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k

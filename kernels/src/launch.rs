@@ -55,11 +55,12 @@ pub const fn gemm_wg_smem_bytes() -> u32 {
     1024 + 2 * GEMM_WG_S8_BYTES + gemm_smem_bytes(GEMM_WG_BM)
 }
 
-/// Bytes of one decode pipeline slot of one warp, `nt` column tiles: a
-/// chunk's codes (1 KiB), its scales (128 B) and its activations (`nt` KiB),
-/// each lane's pieces where that lane reads them back.
-pub const fn fc_slot_bytes(nt: u32) -> u32 {
-    1024 + 128 + 1024 * nt
+/// Bytes of one decode pipeline slot of one warp, `nt` column tiles, `mt`
+/// 16-row tiles per task (2: 32 rows, 4: 64 rows): a chunk's codes (1 KiB
+/// per 32 rows), its scales (128 B per 32 rows) and its activations (`nt`
+/// KiB), each lane's pieces where that lane reads them back.
+pub const fn fc_slot_bytes(nt: u32, mt: u32) -> u32 {
+    mt / 2 * (1024 + 128) + 1024 * nt
 }
 
 /// Pipeline depth (slots per warp) of the decode FC kernels with `nt`
@@ -76,10 +77,11 @@ pub const fn fc_stages(nt: u32, warps: u32) -> u32 {
 }
 
 /// Dynamic shared memory of an FC kernel with `nt` column tiles, `warps`
-/// warps and `stages` slots per warp: each warp's ring of slots, then the
-/// reduction area (the partial tiles of all warps but one).
-pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32) -> u32 {
-    warps * stages * fc_slot_bytes(nt) + fc_red_bytes(nt, warps)
+/// warps, `stages` slots per warp and `mt` 16-row tiles per task: each
+/// warp's ring of slots, then the reduction area (the partial tiles of all
+/// warps but one).
+pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32, mt: u32) -> u32 {
+    warps * stages * fc_slot_bytes(nt, mt) + fc_red_bytes(nt, warps, mt)
 }
 
 /// How many ways a decode FC block of `warps` warps splits a task's K, and
@@ -102,16 +104,16 @@ pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> (u32
     best
 }
 
-/// Words of one warp's partial tile per lane (2 row tiles x `nt` column
+/// Words of one warp's partial tile per lane (`mt` row tiles x `nt` column
 /// tiles x 4 accumulators).
-pub const fn fc_partial_words(nt: u32) -> u32 {
-    2 * nt * 4
+pub const fn fc_partial_words(nt: u32, mt: u32) -> u32 {
+    mt * nt * 4
 }
 
 /// The reduction area: per warp but the first, its partial tile (32 lanes,
 /// f32).
-pub const fn fc_red_bytes(nt: u32, warps: u32) -> u32 {
-    (warps - 1) * fc_partial_words(nt) * 32 * 4
+pub const fn fc_red_bytes(nt: u32, warps: u32, mt: u32) -> u32 {
+    (warps - 1) * fc_partial_words(nt, mt) * 32 * 4
 }
 
 /// Dynamic shared memory of the routing kernel: counts, first slots,
@@ -132,29 +134,16 @@ pub const fn pf_smem_bytes() -> u32 {
     PF_STAGES * (4 * 1024 + 512 + PF_COLS * 2 * 64)
 }
 
-/// Threads per `wgmma` prefill block (sm_90a): two warpgroups, 8 warps.
+/// Threads per `wgmma` prefill block (sm_90a): two warpgroups, 8 warps,
+/// one 32-row task each (256 weight rows per tile).
 pub const PFW_THREADS: u32 = 256;
 /// Pipeline stages of the `wgmma` prefill kernels.
 pub const PFW_STAGES: u32 = 5;
-/// Pairs per tile of the wide `wgmma` prefill kernels (`_n256`: 128 weight
-/// rows x up to 256 pairs, one `m64 x N` `wgmma` per warpgroup and k-step).
-pub const PFW_WIDE_COLS: u32 = 256;
-/// 32-row tasks per block of the `wgmma` prefill kernels with `cols` pairs
-/// per tile: 8 (256 weight rows, each warp two 16-row tiles) up to 128
-/// pairs, 4 (128 rows, each warp one 16-row tile) for the wide kernels.
-pub const fn pfw_tasks(cols: u32) -> u32 {
-    if cols > 128 {
-        4
-    } else {
-        8
-    }
-}
 /// Bytes of one `wgmma` prefill stage with `cols` pairs per tile: the
 /// activations (`cols` rows of 128 bytes, first: 1024-byte aligned), the
-/// codes (1 KiB per task), their scales (128 B per task), rounded up to
-/// 1 KiB so every stage's activations stay 1024-byte aligned.
+/// codes of 8 tasks (8 KiB), their scales (1 KiB).
 pub const fn pfw_stage_bytes(cols: u32) -> u32 {
-    (cols * 128 + pfw_tasks(cols) * (1024 + 128)).div_ceil(1024) * 1024
+    cols * 128 + 8 * 1024 + 8 * 128
 }
 /// Dynamic shared memory of a `wgmma` prefill block: the stages, two
 /// tables of a group's pairs and routing weights (`cols` u32 + `cols` f32
@@ -193,20 +182,19 @@ mod tests {
     #[test]
     fn shared_memory_fits_the_blocks_per_sm_the_docs_promise() {
         let sm = 228 * 1024;
-        let fits = |nt, w| sm / (fc_smem_bytes(nt, w, fc_stages(nt, w)) + 1024);
-        assert_eq!(fits(1, 4), 6); // registers then allow 5-6
-        assert_eq!(fits(1, 8), 3);
-        assert!(fits(2, 4) >= 4);
-        assert_eq!(fits(4, 4), 3);
+        let fits = |nt, w, mt| sm / (fc_smem_bytes(nt, w, fc_stages(nt, w), mt) + 1024);
+        assert_eq!(fits(1, 4, 2), 6); // registers then allow 5-6
+        assert_eq!(fits(1, 8, 2), 3);
+        assert!(fits(2, 4, 2) >= 4);
+        assert_eq!(fits(4, 4, 2), 3);
+        // 64-row tasks: 3 blocks at NT = 2, 2 at NT = 4 (registers allow no more).
+        assert_eq!(fits(2, 4, 4), 3);
+        assert_eq!(fits(4, 4, 4), 2);
         assert!(gemm_wg_smem_bytes() <= 227 * 1024);
         // wgmma prefill: one block per SM, stages stay 1024-byte aligned.
-        for cols in [64, 128, PFW_WIDE_COLS] {
+        for cols in [64, 128] {
             assert!(pfw_smem_bytes(cols) <= 227 * 1024);
             assert_eq!(pfw_stage_bytes(cols) % 1024, 0);
-            assert!(pfw_stage_bytes(cols) >= cols * 128 + pfw_tasks(cols) * 1152);
         }
-        // The 64- and 128-pair stages are exactly their contents.
-        assert_eq!(pfw_stage_bytes(128), 128 * 128 + 8 * 1152);
-        assert_eq!(pfw_stage_bytes(64), 64 * 128 + 8 * 1152);
     }
 }

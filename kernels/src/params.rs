@@ -117,11 +117,8 @@ pub struct FcParams {
     pub limit: f32,
     /// GPT-OSS sigmoid alpha.
     pub act_alpha: f32,
-    /// `wgmma` prefill: a row of `input` that holds zeros (read for the
-    /// columns past a group's pairs).
-    pub zero_row: u32,
     /// Padding.
-    pub pad: u32,
+    pub pad: [u32; 2],
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

@@ -257,10 +257,10 @@ fn bench_cmd(args: &[String]) -> Res {
         // Decode variants on a few points: what each design choice buys.
         let copy = bench::copy_bandwidth(&stream)?;
         let points: &[(&str, &[usize])] = &[
-            ("Qwen3-30B-A3B", &[1, 16, 64]),
-            ("DeepSeek-V3", &[1, 16, 64]),
-            ("GPT-OSS-120B", &[16, 64]),
-            ("Mixtral-8x7B", &[8, 16, 32, 64]),
+            ("Qwen3-30B-A3B", &[1, 16, 64, 128, 256]),
+            ("DeepSeek-V3", &[1, 16, 64, 256, 512]),
+            ("GPT-OSS-120B", &[16, 64, 256, 512]),
+            ("Mixtral-8x7B", &[8, 16, 32, 64, 128]),
         ];
         let variants = bench::tune_variants(moe4::Tuning::defaults(&gpu));
         let labels: Vec<&str> = variants.iter().map(|v| v.0).collect();

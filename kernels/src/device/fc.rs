@@ -91,39 +91,58 @@ pub(super) fn mma<const BF16: bool>(d: &mut [f32; 4], a: [u32; 4], b0: u32, b1: 
     }
 }
 
-/// Offset of the scales in a slot.
-const SLOT_SCALES: u32 = CHUNK_CODE_BYTES as u32;
-/// Offset of the activations in a slot.
-const SLOT_X: u32 = (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES) as u32;
+/// Offset of the scales in a slot of a kernel with `MT` 16-row tiles per
+/// task (the codes of its `MT / 2` layout tasks first).
+const fn slot_scales(mt: usize) -> u32 {
+    (mt / 2 * CHUNK_CODE_BYTES) as u32
+}
+/// Offset of the activations in such a slot.
+const fn slot_x(mt: usize) -> u32 {
+    (mt / 2 * (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES)) as u32
+}
 
 /// One chunk of this lane's accumulators: `[row tile][column tile][4]`.
-type Acc<const NT: usize> = [[[f32; 4]; NT]; MTILES];
+type Acc<const NT: usize, const MT: usize> = [[[f32; 4]; NT]; MT];
 
 /// The math of one chunk, from this lane's pieces of a slot (`src` = slot +
-/// 16 lane, `src_s` = slot + 1024 + 4 lane). The activations are read per
-/// half of the k-steps, so `8 * NT` of them are live at a time, not `16 NT`.
+/// 16 lane, `src_s` = slot + scales + 4 lane). The activations are read per
+/// half of the k-steps, so `8 * NT` of them are live at a time, not `16 NT`;
+/// each serves all `MT` row tiles (with `MT = 4`, the two layout tasks of
+/// a 64-row task: half the activation reads per weight).
 #[inline(always)]
-unsafe fn compute<const BF16: bool, const NT: usize, const LD: bool>(acc: &mut Acc<NT>, src: u32, src_s: u32) {
-    let a = [lds_v4(src), lds_v4(src + 512)];
-    let s = lds(src_s);
+unsafe fn compute<const BF16: bool, const NT: usize, const MT: usize, const LD: bool>(
+    acc: &mut Acc<NT, MT>,
+    src: u32,
+    src_s: u32,
+) {
+    // Row tile i: codes at 512 i (layout task i / 2, its tile i % 2), scales
+    // in word i / 2, bytes 2 (i % 2) and up.
+    let mut a = [[0u32; 4]; MT];
+    unroll!(MT, |i| a[i] = lds_v4(src + 512 * i as u32));
+    let mut s = [0u32; MT];
+    unroll!(MT, |i| if i % 2 == 0 {
+        s[i / 2] = lds(src_s + 128 * (i / 2) as u32)
+    });
     if LD {
         // Benchmark variant: the loads only (a fold keeps them alive).
-        let mut x = s ^ a[0][0] ^ a[0][1] ^ a[0][2] ^ a[0][3] ^ a[1][0] ^ a[1][1] ^ a[1][2] ^ a[1][3];
+        let mut x = 0;
+        unroll!(MT, |i| x ^= s[i] ^ a[i][0] ^ a[i][1] ^ a[i][2] ^ a[i][3]);
         unroll!(2, |h| unroll!(NT, |j| {
-            let b = lds_v4(src + SLOT_X + 1024 * j as u32 + 512 * h as u32);
+            let b = lds_v4(src + slot_x(MT) + 1024 * j as u32 + 512 * h as u32);
             x ^= b[0] ^ b[1] ^ b[2] ^ b[3];
         }));
         acc[0][0][0] += f32::from_bits(x & 0x3FFF_FFFF);
         return;
     }
-    let sc = lane_scales::<BF16>(s);
+    let mut sc = [[0u32; 2]; MT];
+    unroll!(MT, |i| sc[i] = tile_scales::<BF16>(s[i / 2] >> (16 * (i % 2))));
     unroll!(2, |h| {
         // Activation words of steps 2h, 2h+1 for every column tile.
         let mut b = [[0u32; 4]; NT];
-        unroll!(NT, |j| b[j] = lds_v4(src + SLOT_X + 1024 * j as u32 + 512 * h as u32));
+        unroll!(NT, |j| b[j] = lds_v4(src + slot_x(MT) + 1024 * j as u32 + 512 * h as u32));
         unroll!(2, |sh| {
             let step = 2 * h + sh;
-            unroll!(MTILES, |mt| {
+            unroll!(MT, |mt| {
                 let w = dequant_step::<BF16>(a[mt][step], sc[mt][0], sc[mt][1]);
                 unroll!(NT, |j| mma::<BF16>(&mut acc[mt][j], w, b[j][2 * sh], b[j][2 * sh + 1]));
             });
@@ -155,7 +174,8 @@ pub fn activation(kind: u32, g: f32, u: f32, limit: f32, alpha: f32) -> f32 {
 /// The grid-wide plan, the same in every warp.
 #[derive(Clone, Copy)]
 struct Plan {
-    /// Tasks (32-row blocks) per expert.
+    /// Tasks (blocks of `16 MT` rows: `MT / 2` tasks of the layout) per
+    /// expert.
     tpe: u32,
     /// Chunks along K.
     nchunks: u32,
@@ -223,7 +243,7 @@ unsafe fn load_epi<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, 
 /// source addresses of chunk 0 of the current task (a chunk's address is
 /// then one wide multiply-add).
 #[derive(Clone, Copy)]
-struct Producer<const NT: usize> {
+struct Producer<const NT: usize, const MT: usize> {
     task: u32,
     /// The next chunk of `task` to copy, and how many are left.
     c: u32,
@@ -240,7 +260,7 @@ struct Producer<const NT: usize> {
     next: Rec<NT>,
 }
 
-impl<const NT: usize> Producer<NT> {
+impl<const NT: usize, const MT: usize> Producer<NT, MT> {
     #[inline(always)]
     unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
         let rec = load_rec::<NT>(p, plan, task);
@@ -269,7 +289,9 @@ impl<const NT: usize> Producer<NT> {
         let (g, t) = (lane / 4, lane % 4);
         let gi = self.task / plan.tpe;
         let r = self.task - gi * plan.tpe;
-        let chunk0 = (rec.e * plan.tpe + r) as u64 * plan.nchunks as u64;
+        // The first of the task's `MT / 2` layout tasks (the others follow,
+        // `nchunks` chunks apart).
+        let chunk0 = ((rec.e * plan.tpe + r) * (MT / 2) as u32) as u64 * plan.nchunks as u64;
         self.code = p.codes + chunk0 * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
         self.scale = p.scales + chunk0 * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
         unroll!(NT, |j| {
@@ -289,18 +311,22 @@ impl<const NT: usize> Producer<NT> {
 
     /// Copies this lane's pieces of the next chunk (if any) into the slot
     /// whose lane-adjusted addresses are `dst` (codes, activations: slot +
-    /// 16 lane) and `dst_s` (scales: slot + 1024 + 4 lane); then closes a
-    /// copy group (always, so the groups stay in step with the chunks).
+    /// 16 lane) and `dst_s` (scales: slot + [`slot_scales`] + 4 lane); then
+    /// closes a copy group (always, so the groups stay in step with the
+    /// chunks).
     #[inline(always)]
     unsafe fn refill<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, dst: u32, dst_s: u32) {
         if self.valid(plan) {
             let c = self.c as u64;
-            let code = self.code + c * CHUNK_CODE_BYTES as u64;
-            cp_async16(dst, code);
-            cp_async16(dst + 512, code + 512);
-            cp_async4(dst_s, self.scale + c * CHUNK_SCALE_BYTES as u64);
+            unroll!(MT / 2, |s| {
+                let chunk = s as u64 * plan.nchunks as u64 + c;
+                let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
+                cp_async16(dst + 1024 * s as u32, code);
+                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
+                cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
+            });
             unroll!(NT, |j| {
-                let (at, b) = (dst + SLOT_X + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
+                let (at, b) = (dst + slot_x(MT) + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
                 cp_async16_ca_or_zero(at, b, self.skip[j]);
                 cp_async16_ca_or_zero(at + 512, b + 16, self.skip[j]);
             });
@@ -325,31 +351,32 @@ pub(super) fn post<const BF16: bool>() -> f32 {
 
 /// The epilogue of a finished task.
 #[inline(always)]
-unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize>(
+unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize>(
     p: &FcParams,
     plan: &Plan,
-    acc: &Acc<NT>,
+    acc: &Acc<NT, MT>,
     task: u32,
     epi: &Epi<NT>,
 ) {
     let gi = task / plan.tpe;
-    let r = task - gi * plan.tpe;
+    // The first layout task (32 rows) of this task.
+    let r = (task - gi * plan.tpe) * (MT / 2) as u32;
     if FC1 {
         let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
-        store_h::<BF16, NT, MTILES, false>(p, acc, ag, au, r, 0, gi * 8 * NT as u32, epi.n_grp);
+        store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, 0, gi * 8 * NT as u32, epi.n_grp);
     } else {
         let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let mut scale = epi.w;
         unroll!(NT, |j| unroll!(2, |u| scale[j][u] *= a2));
-        store_y::<NT>(p, acc, r, &epi.pair, &scale);
+        store_y::<NT, MT>(p, acc, r, &epi.pair, &scale);
     }
 }
 
 /// FC2, before waiting for FC1: asks L2 for the weights of this warp's
 /// part of its first task (the group's warps together: the whole task).
 #[inline(always)]
-unsafe fn prefetch_first(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32) {
+unsafe fn prefetch_first<const MT: usize>(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32) {
     let per = plan.nchunks.div_ceil(ks);
     let c0 = kp * per;
     if tid() % 32 != 0 || task >= plan.tasks || c0 >= plan.nchunks {
@@ -357,9 +384,12 @@ unsafe fn prefetch_first(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32)
     }
     let n = per.min(plan.nchunks - c0);
     let e = ldg_u32_coherent(p.groups + 16 * (task / plan.tpe) as u64);
-    let chunk = (e * plan.tpe + task % plan.tpe) as u64 * plan.nchunks as u64 + c0 as u64;
-    prefetch_l2_bulk(p.codes + chunk * CHUNK_CODE_BYTES as u64, n * CHUNK_CODE_BYTES as u32);
-    prefetch_l2_bulk(p.scales + chunk * CHUNK_SCALE_BYTES as u64, n * CHUNK_SCALE_BYTES as u32);
+    let first = (e * plan.tpe + task % plan.tpe) * (MT / 2) as u32;
+    unroll!(MT / 2, |s| {
+        let chunk = (first + s as u32) as u64 * plan.nchunks as u64 + c0 as u64;
+        prefetch_l2_bulk(p.codes + chunk * CHUNK_CODE_BYTES as u64, n * CHUNK_CODE_BYTES as u32);
+        prefetch_l2_bulk(p.scales + chunk * CHUNK_SCALE_BYTES as u64, n * CHUNK_SCALE_BYTES as u32);
+    });
 }
 
 /// The kernel body. A block's `WB` warps form `WB / KS` groups of `KS`;
@@ -368,9 +398,18 @@ unsafe fn prefetch_first(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32)
 /// group's partial tiles are summed in shared memory in `kp` order (a fixed
 /// order) and its warp 0 runs the epilogue.
 #[inline(always)]
-unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, const S: u32, const LD: bool>(
+unsafe fn fc<
+    const FC1: bool,
+    const BF16: bool,
+    const NT: usize,
+    const MT: usize,
+    const WB: u32,
+    const S: u32,
+    const LD: bool,
+>(
     p: &FcParams,
 ) {
+    const { assert!(MT == 2 || MT == 4) };
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
     // FC1 let FC2 launch only after its own wait) before waiting for FC1.
     if FC1 {
@@ -378,14 +417,15 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
     }
     let (warp, lane) = (tid() / 32, tid() % 32);
     let groups = ldg_u32_coherent(p.n_active + 4);
-    let tpe = p.rows / TASK_ROWS as u32;
+    // Rows are a multiple of 64: a whole number of 64-row tasks.
+    let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
     let ks = fc_split(plan.tasks, plan.nchunks, WB, gdim()).0;
     let (q, kp) = (warp / ks, warp % ks);
     let tstep = gdim() * (WB / ks);
     let first = bid() * (WB / ks) + q;
     if !FC1 {
-        prefetch_first(p, &plan, first, kp, ks);
+        prefetch_first::<MT>(p, &plan, first, kp, ks);
         griddep_wait();
     }
     griddep_launch_dependents();
@@ -393,11 +433,11 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
         return;
     }
 
-    let slot_bytes = fc_slot_bytes(NT as u32);
+    let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
     let red = smem() + WB * S * slot_bytes;
     let ring = smem() + warp * S * slot_bytes;
-    let (dst, dst_s) = (ring + 16 * lane, ring + SLOT_SCALES + 4 * lane);
-    let mut pf = Producer::<NT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
+    let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
+    let mut pf = Producer::<NT, MT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
     let mut d = 0;
     while d < S - 1 {
         pf.refill::<FC1>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes);
@@ -406,7 +446,7 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
     // Slot to read next, and the one read last (refilled next).
     let (mut rd, mut wr) = (0, S - 1);
     let n_my = if kp < plan.nchunks { (plan.nchunks - kp).div_ceil(ks) } else { 0 };
-    let nacc = fc_partial_words(NT as u32);
+    let nacc = fc_partial_words(NT as u32, MT as u32);
     // Partial tile of group q's warp kp (1..ks): [q * (ks - 1) + kp - 1][acc][lane].
     let at = |kp: u32, i: u32| red + 4 * (((q * (ks - 1) + kp - 1) * nacc + i) * 32 + lane);
     let mut task = first;
@@ -414,13 +454,13 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
     while task - q < plan.tasks {
         // Only a group's first warp runs the epilogue.
         let epi = load_epi::<FC1, NT>(p, &plan, if kp == 0 { task } else { u32::MAX });
-        let mut acc = [[[0f32; 4]; NT]; MTILES];
+        let mut acc = [[[0f32; 4]; NT]; MT];
         if task < plan.tasks {
             let mut i = 0;
             while i < n_my {
                 cp_async_wait_dyn(S - 2);
                 pf.refill::<FC1>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
-                compute::<BF16, NT, LD>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
+                compute::<BF16, NT, MT, LD>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
                 wr = rd;
                 rd = if rd + 1 == S { 0 } else { rd + 1 };
                 i += 1;
@@ -428,11 +468,11 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
         }
         if ks == 1 {
             if task < plan.tasks {
-                finish::<FC1, BF16, NT>(p, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT>(p, &plan, &acc, task, &epi);
             }
         } else {
             if kp != 0 {
-                unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
                     sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
                 })));
             }
@@ -440,12 +480,12 @@ unsafe fn fc<const FC1: bool, const BF16: bool, const NT: usize, const WB: u32, 
             if kp == 0 && task < plan.tasks {
                 let mut w = 1;
                 while w < ks {
-                    unroll!(MTILES, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                    unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
                         acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
                     })));
                     w += 1;
                 }
-                finish::<FC1, BF16, NT>(p, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT>(p, &plan, &acc, task, &epi);
             }
             sync();
         }
@@ -475,7 +515,7 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const MT: usize,
     let inter = p.rows / 2;
     unroll!(MT, |mt| {
         let ch = 16 * r + 8 * (mt0 + mt as u32) + g;
-        unroll32!(NT, |j| {
+        unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
                 if col < n_grp {
@@ -509,13 +549,13 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const MT: u
     store_h::<BF16, NT, MT, PERM>(p, acc, ag, au, r, mt0, hrow0, n_grp);
 }
 
-/// FC2 epilogue of one warp's 32 rows x `8 NT` pairs: `y[pair] = scale *
-/// acc` (f32) for this lane's output columns `(j, u)`; `u32::MAX` pairs are
-/// empty columns.
+/// FC2 epilogue of one warp's `16 MT` rows (from layout task `r`) x `8 NT`
+/// pairs: `y[pair] = scale * acc` (f32) for this lane's output columns
+/// `(j, u)`; `u32::MAX` pairs are empty columns.
 #[inline(always)]
-pub(super) unsafe fn store_y<const NT: usize>(
+pub(super) unsafe fn store_y<const NT: usize, const MT: usize>(
     p: &FcParams,
-    acc: &Acc<NT>,
+    acc: &Acc<NT, MT>,
     r: u32,
     pair: &[[u32; 2]; NT],
     scale: &[[f32; 2]; NT],
@@ -525,7 +565,7 @@ pub(super) unsafe fn store_y<const NT: usize>(
         unroll!(2, |u| {
             if pair[j][u] != u32::MAX {
                 let (w, y) = (scale[j][u], p.output + 4 * pair[j][u] as u64 * p.rows as u64);
-                unroll!(MTILES, |mt| {
+                unroll!(MT, |mt| {
                     let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
                     stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
                     stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
@@ -541,7 +581,7 @@ pub(super) unsafe fn store_y<const NT: usize>(
 #[inline(always)]
 pub(super) unsafe fn epilogue_fc2<const NT: usize>(
     p: &FcParams,
-    acc: &Acc<NT>,
+    acc: &Acc<NT, MTILES>,
     e: u32,
     r: u32,
     slot0: u32,
@@ -572,107 +612,79 @@ pub(super) unsafe fn epilogue_fc2_with<const NT: usize, const MT: usize>(
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    // Column tiles per pass: 8, or 4 beside the wide kernels' 32.
-    const { assert!(NT <= 32) };
-    let per = const {
-        if NT > 16 {
-            4
-        } else {
-            8
-        }
-    };
-    unroll!(
-        NT.div_ceil(
-            const {
-                if NT > 16 {
-                    4
-                } else {
-                    8
-                }
+    unroll!(NT.div_ceil(8), |h| {
+        let mut pair = [[u32::MAX; 2]; 8];
+        let mut scale = [[0f32; 2]; 8];
+        unroll!(8, |jj| unroll!(2, |u| {
+            let col = 8 * (8 * h + jj) as u32 + 2 * t + u as u32;
+            if 8 * h + jj < NT && col < n_grp {
+                let (pr, w) = pair_w(col);
+                pair[jj][u] = pr;
+                scale[jj][u] = w * a2;
             }
-        ),
-        |h| {
-            let mut pair = [[u32::MAX; 2]; 8];
-            let mut scale = [[0f32; 2]; 8];
-            unroll!(
-                (const {
-                    if NT > 16 {
-                        4
-                    } else {
-                        8
-                    }
-                }),
-                |jj| unroll!(2, |u| {
-                    let col = 8 * (per * h + jj) as u32 + 2 * t + u as u32;
-                    if per * h + jj < NT && col < n_grp {
-                        let (pr, w) = pair_w(col);
-                        pair[jj][u] = pr;
-                        scale[jj][u] = w * a2;
-                    }
-                })
-            );
-            unroll!(
-                (const {
-                    if NT > 16 {
-                        4
-                    } else {
-                        8
-                    }
-                }),
-                |jj| unroll!(2, |u| {
-                    let j = per * h + jj;
-                    if j < NT && pair[jj][u] != u32::MAX {
-                        let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
-                        unroll!(MT, |mt| {
-                            let row = (TASK_ROWS as u32 * r + 16 * (mt0 + mt as u32) + g) as u64;
-                            stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
-                            stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
-                        });
-                    }
-                })
-            );
-        }
-    );
+        }));
+        unroll!(8, |jj| unroll!(2, |u| {
+            let j = 8 * h + jj;
+            if j < NT && pair[jj][u] != u32::MAX {
+                let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
+                unroll!(MT, |mt| {
+                    let row = (TASK_ROWS as u32 * r + 16 * (mt0 + mt as u32) + g) as u64;
+                    stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
+                    stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
+                });
+            }
+        }));
+    });
 }
 
 macro_rules! fc_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $wb:literal, $s:literal, $ld:literal;)*) => {$(
-        /// FC kernel instance `(FC1?, bf16?, column tiles, warps per block,
-        /// pipeline slots per warp, loads only (a benchmark variant, wrong
-        /// results)?)`.
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal, $wb:literal, $s:literal, $ld:literal;)*) => {$(
+        /// FC kernel instance `(FC1?, bf16?, column tiles, 16-row tiles per
+        /// task, warps per block, pipeline slots per warp, loads only (a
+        /// benchmark variant, wrong results)?)`.
         ///
         /// # Safety
         /// `p` must describe device buffers as [`FcParams`] documents, from
         /// a routing run over the same ids with `group = 8 * NT`; `32 WB`
-        /// threads per block, `fc_smem_bytes(NT, WB, S)` of dynamic shared
-        /// memory.
+        /// threads per block, `fc_smem_bytes(NT, WB, S, MT)` of dynamic
+        /// shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            fc::<$fc1, $bf16, $nt, $wb, $s, $ld>(&p)
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld>(&p)
         }
     )*};
 }
 
 // Warps and depth as `launch::fc_stages` says; `_w8`: the 8-warp kernels
 // for small batches (a task's K split up to 8 ways); `_ld`: the loads-only
-// variant the benchmark measures the memory side with.
+// variant the benchmark measures the memory side with; `_r64`: 64-row
+// tasks (each warp two tasks of the layout, one read of the activations
+// for both).
 fc_kernels! {
-    moe_fc1_bf16_nt1: true, true, 1, 4, 4, false;
-    moe_fc1_bf16_nt2: true, true, 2, 4, 3, false;
-    moe_fc1_bf16_nt4: true, true, 4, 4, 3, false;
-    moe_fc1_f16_nt1: true, false, 1, 4, 4, false;
-    moe_fc1_f16_nt2: true, false, 2, 4, 3, false;
-    moe_fc1_f16_nt4: true, false, 4, 4, 3, false;
-    moe_fc2_bf16_nt1: false, true, 1, 4, 4, false;
-    moe_fc2_bf16_nt2: false, true, 2, 4, 3, false;
-    moe_fc2_bf16_nt4: false, true, 4, 4, 3, false;
-    moe_fc2_f16_nt1: false, false, 1, 4, 4, false;
-    moe_fc2_f16_nt2: false, false, 2, 4, 3, false;
-    moe_fc2_f16_nt4: false, false, 4, 4, 3, false;
-    moe_fc1_bf16_nt1_w8: true, true, 1, 8, 3, false;
-    moe_fc1_f16_nt1_w8: true, false, 1, 8, 3, false;
-    moe_fc2_bf16_nt1_w8: false, true, 1, 8, 3, false;
-    moe_fc2_f16_nt1_w8: false, false, 1, 8, 3, false;
-    moe_fc1_bf16_nt1_ld: true, true, 1, 4, 4, true;
-    moe_fc2_bf16_nt1_ld: false, true, 1, 4, 4, true;
+    moe_fc1_bf16_nt1: true, true, 1, 2, 4, 4, false;
+    moe_fc1_bf16_nt2: true, true, 2, 2, 4, 3, false;
+    moe_fc1_bf16_nt4: true, true, 4, 2, 4, 3, false;
+    moe_fc1_f16_nt1: true, false, 1, 2, 4, 4, false;
+    moe_fc1_f16_nt2: true, false, 2, 2, 4, 3, false;
+    moe_fc1_f16_nt4: true, false, 4, 2, 4, 3, false;
+    moe_fc2_bf16_nt1: false, true, 1, 2, 4, 4, false;
+    moe_fc2_bf16_nt2: false, true, 2, 2, 4, 3, false;
+    moe_fc2_bf16_nt4: false, true, 4, 2, 4, 3, false;
+    moe_fc2_f16_nt1: false, false, 1, 2, 4, 4, false;
+    moe_fc2_f16_nt2: false, false, 2, 2, 4, 3, false;
+    moe_fc2_f16_nt4: false, false, 4, 2, 4, 3, false;
+    moe_fc1_bf16_nt2_r64: true, true, 2, 4, 4, 3, false;
+    moe_fc1_bf16_nt4_r64: true, true, 4, 4, 4, 3, false;
+    moe_fc1_f16_nt2_r64: true, false, 2, 4, 4, 3, false;
+    moe_fc1_f16_nt4_r64: true, false, 4, 4, 4, 3, false;
+    moe_fc2_bf16_nt2_r64: false, true, 2, 4, 4, 3, false;
+    moe_fc2_bf16_nt4_r64: false, true, 4, 4, 4, 3, false;
+    moe_fc2_f16_nt2_r64: false, false, 2, 4, 4, 3, false;
+    moe_fc2_f16_nt4_r64: false, false, 4, 4, 4, 3, false;
+    moe_fc1_bf16_nt1_w8: true, true, 1, 2, 8, 3, false;
+    moe_fc1_f16_nt1_w8: true, false, 1, 2, 8, 3, false;
+    moe_fc2_bf16_nt1_w8: false, true, 1, 2, 8, 3, false;
+    moe_fc2_f16_nt1_w8: false, false, 1, 2, 8, 3, false;
+    moe_fc1_bf16_nt1_ld: true, true, 1, 2, 4, 4, true;
+    moe_fc2_bf16_nt1_ld: false, true, 1, 2, 4, 4, true;
 }

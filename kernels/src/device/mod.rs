@@ -74,18 +74,6 @@ macro_rules! unroll16 {
     }};
 }
 
-/// [`unroll!`] up to 32.
-macro_rules! unroll32 {
-    ($n:expr, |$i:ident| $body:expr) => {{
-        const { assert!($n <= 32) };
-        unroll16!(if $n < 16 { $n } else { 16 }, |$i| $body);
-        unroll16!(($n as usize).saturating_sub(16), |hi| {
-            let $i: usize = 16 + hi;
-            $body
-        });
-    }};
-}
-
 pub mod arch;
 pub mod combine;
 pub mod fc;

@@ -1,20 +1,14 @@
 //! `moe_pfw1_*`, `moe_pfw2_*`: the prefill grouped GEMMs on Hopper's
 //! warpgroup MMA (`wgmma`, sm_90a builds).
 //!
-//! **Tiles.** A block is two warpgroups (8 warps). As in the `mma.sync`
-//! prefill kernels the weights are the A operand: each warp decodes its
-//! 16-row tiles of the [`crate::tile`] layout per 64-k chunk into registers
-//! (the `mma.m16n8k16` A fragments, which are `wgmma`'s A-from-registers
-//! fragments too). The activations are B, read by `wgmma` from shared
-//! memory. Two tile shapes (`MT` 16-row tiles per warp):
-//! - `_n64`, `_n128` (`MT = 2`): 256 weight rows (8 tasks, one per warp) x
-//!   64 or 128 pairs; per k-step each warpgroup issues two `m64 x N x k16`.
-//! - `_n256` (`MT = 1`): 128 weight rows (4 tasks, one 16-row tile per
-//!   warp) x up to 256 pairs; per k-step each warpgroup issues one `m64 x N
-//!   x k16`, N chosen per tile from its pairs: 64, 128 or 256 (an expert's
-//!   last, partly filled group pays only for about the columns it has).
-//!   Half the decode per multiply-add of the `_n128` kernels, for 1.5x the
-//!   activation bytes per multiply-add.
+//! **Tile.** A block is two warpgroups (8 warps) and computes 256 weight
+//! rows (8 tasks of the [`crate::tile`] layout, one per warp) x `COLS`
+//! (64 or 128) of an expert's pairs. As in the `mma.sync` prefill kernels
+//! the weights are the A operand: each warp decodes its task's 32 rows per
+//! 64-k chunk into registers (the `mma.m16n8k16` A fragments, which are
+//! `wgmma`'s A-from-registers fragments too), and warpgroup `w` issues, per
+//! k-step, two `m64 x COLS x k16` `wgmma`s (the two 16-row tiles of its
+//! four tasks). The activations are B, read by `wgmma` from shared memory.
 //!
 //! **The k permutation.** The weight layout gives lane `t` the k
 //! `16t + 4s .. 16t + 4s + 4` of k-step `s`; B must follow, and `wgmma`
@@ -26,47 +20,45 @@
 //! rows with the 128-byte swizzle the descriptor names
 //! ([`super::wgmma::desc_sw128`]).
 //!
-//! **Pipeline.** Per chunk a stage holds the activations, the block's
-//! codes (1 KiB per task) and scales (128 B per task); [`PFW_STAGES`]
-//! stages, loads issued `PFW_STAGES - 2` chunks ahead. Each k-step's A
-//! registers are reused four groups later (`wgmma.wait_group 3` before they
-//! are rewritten), so the decode of the next k-steps overlaps the running
-//! `wgmma`s; a barrier per chunk (after which every warpgroup has retired
-//! the chunk two back) frees the stage the next loads overwrite. After a
-//! tile's last chunk (and a barrier) the next tile's first `PFW_STAGES - 2`
-//! chunks are issued before this tile's epilogue, so their latency hides
-//! behind its stores.
+//! **Pipeline.** Per chunk a stage holds the activations, the 8 tasks'
+//! codes (8 KiB) and scales (1 KiB); [`PFW_STAGES`] stages, loads issued
+//! `PFW_STAGES - 2` chunks ahead. Each k-step's A registers are reused four
+//! groups later (`wgmma.wait_group 3` before they are rewritten), so the
+//! decode of the next k-steps overlaps the running `wgmma`s; a barrier per
+//! chunk (after which every warpgroup has retired the chunk two back) frees
+//! the stage the next loads overwrite. After a tile's last chunk (and a
+//! barrier) the next tile's first `PFW_STAGES - 2` chunks are issued
+//! before this tile's epilogue, so their latency hides behind its stores.
 //!
 //! **Work and epilogues** as the `mma.sync` prefill kernels
-//! ([`super::prefill`]): tiles = (column group of an active expert, block
-//! of rows), blocks persistent; FC1 writes h (permuted) with the gated
+//! ([`super::prefill`]): tiles = (column group of an active expert, 256-row
+//! block), blocks persistent; FC1 writes h (permuted) with the gated
 //! activation, FC2 alpha2 x routing weight x acc to y, with the group's
 //! pairs and routing weights (the routing's `group_rows`, `group_w`) copied
 //! to shared memory with the tile's first chunk (two tables, by tile
 //! parity: the next tile's is written during this tile's epilogue).
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, post, tile_scales};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post};
 use super::wgmma;
 use crate::launch::{pfw_stage_bytes, PFW_STAGES, PFW_THREADS};
 use crate::params::{FcParams, PermuteParams};
-use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, TASK_ROWS};
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
+const WARPS: u32 = PFW_THREADS / 32;
 const STAGES: u32 = PFW_STAGES;
+const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
 
-/// One tile (a block of `4 MT` tasks of a column group) as this thread sees
-/// it: the work, and this thread's copy sources at chunk 0 (chunk `c` adds
-/// `c` x 128 bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
-/// scales), worked out once per tile so a chunk's copies are a wide
-/// multiply-add (or an add) and a `cp.async` each. The activation sources
-/// are 16-byte offsets from `p.input` in 32 bits (the host keeps the inputs
-/// below 64 GiB on this path); columns past the group's pairs copy the
-/// input's zero row (`p.zero_row`), so no copy needs a predicate or a
-/// register to hold one. Code and scale pieces of warps past the expert's
-/// tasks are zero-filled and read nothing, from an in-bounds address.
-struct Tile<const RPT: usize, const MT: usize> {
+/// One tile (a 256-row block of a column group) as this thread sees it:
+/// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
+/// 128 bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
+/// scales) with whether each is valid, worked out once per tile so a
+/// chunk's copies are an add and a `cp.async` each. Invalid pieces (columns
+/// past the group's pairs, warps past the expert's tasks) are zero-filled
+/// and read nothing, from an in-bounds address.
+struct Tile<const RPT: usize> {
     /// Column group.
     gi: u32,
     /// Expert.
@@ -74,65 +66,48 @@ struct Tile<const RPT: usize, const MT: usize> {
     /// The group's first slot and pairs.
     slot0: u32,
     n_cols: u32,
-    /// The block's first task and its number of tasks (at most `4 MT`).
+    /// The block's first task and its number of tasks (at most [`WARPS`]).
     task0: u32,
     ntask: u32,
-    /// Activation rows the `wgmma`s read, in 32-row steps (`i < xsteps` of
-    /// `xsrc` are copied).
-    xsteps: u32,
-    xsrc: [u32; RPT],
-    csrc: [u64; MT],
-    cok: [bool; MT],
+    xsrc: [u64; RPT],
+    xok: [bool; RPT],
+    csrc: [u64; 2],
+    cok: [bool; 2],
     ssrc: u64,
     sok: bool,
 }
 
-impl<const RPT: usize, const MT: usize> Tile<RPT, MT> {
-    /// Tasks per block.
-    const TASKS: u32 = 4 * MT as u32;
-
-    /// Tile `tile` of `tpb` row blocks per group, `tpe` tasks per expert,
-    /// `nchunks` chunks.
+impl<const RPT: usize> Tile<RPT> {
+    /// Tile `tile` of `tpb` 256-row blocks per group, `tpe` tasks per
+    /// expert, `nchunks` chunks.
     #[inline(always)]
-    unsafe fn new<const FC1: bool>(p: &FcParams, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Self {
+    unsafe fn new<const FC1: bool>(p: &FcParams, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile<RPT> {
         let t0 = tid();
         let (gi, rb) = (tile / tpb, tile % tpb);
         let rec = p.groups + 16 * gi as u64;
         let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
         // Warps past the expert's rows multiply zeros (a warpgroup with
         // none skips its wgmmas).
-        let task0 = rb * Self::TASKS;
-        let ntask = if tpe - task0 < Self::TASKS { tpe - task0 } else { Self::TASKS };
-        // The wide tiles read as many rows as their wgmma width (64, 128 or
-        // 256 columns); the others all.
-        let xsteps = if MT == 1 {
-            match n_cols.div_ceil(64) {
-                1 => 2,
-                2 => 4,
-                _ => 8,
-            }
-        } else {
-            RPT as u32
-        };
+        let task0 = rb * WARPS;
+        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
         // Activations: 16-byte piece `q` of rows `rsub + 32 i`.
         let (q, rsub) = (t0 % 8, t0 / 8);
-        let mut xsrc = [0u32; RPT];
+        let mut xsrc = [p.input; RPT];
+        let mut xok = [false; RPT];
         unroll!(RPT, |i| {
             let r = rsub + 32 * i as u32;
-            let row = if r >= n_cols {
-                p.zero_row
-            } else if FC1 {
-                ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + r) as u64) / p.topk
-            } else {
-                slot0 + r
-            };
-            xsrc[i] = row * (p.k / 8) + q;
+            if r < n_cols {
+                let slot = slot0 + r;
+                let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
+                xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
+                xok[i] = true;
+            }
         });
-        // Codes: TASKS x 1 KiB, MT x 16 B per thread; scales: TASKS x 128 B.
+        // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
         let task_base = (e * tpe + task0) as u64 * nchunks as u64;
-        let mut csrc = [p.codes; MT];
-        let mut cok = [false; MT];
-        unroll!(MT, |j| {
+        let mut csrc = [p.codes; 2];
+        let mut cok = [false; 2];
+        unroll!(2, |j| {
             let idx = t0 + PFW_THREADS * j as u32;
             let task = idx / 64;
             if task < ntask {
@@ -141,35 +116,33 @@ impl<const RPT: usize, const MT: usize> Tile<RPT, MT> {
                 cok[j] = true;
             }
         });
-        let sok = t0 < 8 * Self::TASKS && t0 / 8 < ntask;
+        let sok = t0 < 64 && t0 / 8 < ntask;
         let ssrc = if sok {
             let at = (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64;
             p.scales + at + 16 * (t0 % 8) as u64
         } else {
             p.scales
         };
-        Tile { gi, e, slot0, n_cols, task0, ntask, xsteps, xsrc, csrc, cok, ssrc, sok }
+        Tile { gi, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
     }
 
     /// Chunk `c`'s copies into the stage at `sb` (activations first, then
     /// codes, then scales: [`pfw_stage_bytes`]).
     #[inline(always)]
-    unsafe fn load(&self, p_input: u64, c: u32, sb: u32, x_bytes: u32) {
+    unsafe fn load(&self, c: u32, sb: u32, x_bytes: u32) {
         let t0 = tid();
         let (q, rsub) = (t0 % 8, t0 / 8);
         // Row `rsub + 32 i`, swizzled: piece `q ^ (row % 8)`.
         let xdst = sb + rsub * 128 + 16 * (q ^ (rsub % 8));
         unroll!(RPT, |i| {
-            if (i as u32) < self.xsteps {
-                cp_async16(xdst + 4096 * i as u32, p_input + 16 * (self.xsrc[i] + 8 * c) as u64);
-            }
+            cp_async16_zfill(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64, self.xok[i]);
         });
-        unroll!(MT, |j| {
+        unroll!(2, |j| {
             let dst = sb + x_bytes + 16 * (t0 + PFW_THREADS * j as u32);
             cp_async16_zfill(dst, self.csrc[j] + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok[j]);
         });
-        if t0 < 8 * Self::TASKS {
-            let dst = sb + x_bytes + Self::TASKS * CHUNK_CODE_BYTES as u32 + 16 * t0;
+        if t0 < 64 {
+            let dst = sb + x_bytes + CODE_BYTES + 16 * t0;
             cp_async16_zfill(dst, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
         }
     }
@@ -193,7 +166,7 @@ impl<const RPT: usize, const MT: usize> Tile<RPT, MT> {
         let mut s = 0;
         while s < STAGES - 2 {
             if s < nchunks {
-                self.load(p.input, s, base + s * stage_bytes, cols * 128);
+                self.load(s, base + s * stage_bytes, cols * 128);
             }
             cp_async_commit();
             s += 1;
@@ -201,114 +174,21 @@ impl<const RPT: usize, const MT: usize> Tile<RPT, MT> {
     }
 }
 
-/// A tile's k-loop: every chunk's wait, barrier, copies `STAGES - 2` ahead,
-/// decode and `wgmma`s over the first `8 NW` columns (`NW <= NT`).
-/// `busy`: this warp's warpgroup has rows in the tile.
 #[inline(always)]
-unsafe fn k_loop<const BF16: bool, const NT: usize, const MT: usize, const RPT: usize, const NW: usize>(
-    cur: &Tile<RPT, MT>,
-    p_input: u64,
-    acc: &mut [[[f32; 4]; NT]; MT],
-    base: u32,
-    nchunks: u32,
-    busy: bool,
-) {
-    let x_bytes = 8 * NT as u32 * 128;
-    let stage_bytes = pfw_stage_bytes(8 * NT as u32);
-    let tasks = Tile::<RPT, MT>::TASKS;
-    let (warp, lane) = (tid() / 32, tid() % 32);
-    // One chunk: wait for its stage, refill the one two back, decode and
-    // issue its 4 k-steps.
-    let chunk = |c: u32, acc: &mut [[[f32; 4]; NT]; MT]| {
-        cp_async_wait::<{ STAGES - 3 }>();
-        // (`moe4_exp` builds leave one part out, to time the others.)
-        if !cfg!(moe4_exp = "nofence") {
-            wgmma::fence_proxy_async();
-        }
-        if !cfg!(moe4_exp = "nosync") {
-            sync();
-        }
-        let next = c + STAGES - 2;
-        if next < nchunks && !cfg!(moe4_exp = "noload") {
-            cur.load(p_input, next, base + (next % STAGES) * stage_bytes, x_bytes);
-        }
-        cp_async_commit();
-        if busy {
-            let sb = base + (c % STAGES) * stage_bytes;
-            // This warp's 16-row tiles: task `warp MT / 2`, tiles 0..MT
-            // (MT = 2) or tile `warp % 2` (MT = 1).
-            let cb = sb + x_bytes + warp * (512 * MT as u32);
-            let mut wa = [[0u32; 4]; MT];
-            unroll!(MT, |mt| wa[mt] = lds_v4(cb + 512 * mt as u32 + 16 * lane));
-            let s = lds(sb + x_bytes + tasks * 1024 + (warp * MT as u32 / 2) * 128 + 4 * lane);
-            let mut sc = [[0u32; 2]; MT];
-            unroll!(MT, |mt| {
-                let tile = if MT == 2 { mt as u32 } else { warp % 2 };
-                sc[mt] = tile_scales::<BF16>(s >> (16 * tile));
-            });
-            // Step st + 1 is decoded before step st is issued, so a
-            // step's wgmma does not wait on the decode just before it.
-            // Step st's registers were last read by step st of the
-            // previous chunk: 3 groups were issued after it when step 0
-            // is decoded, 2 for the others.
-            wgmma::wait::<3>();
-            let a_of = |st: usize| {
-                let mut a = [[0u32; 4]; MT];
-                unroll!(MT, |mt| a[mt] = dequant_step::<BF16>(wa[mt][st], sc[mt][0], sc[mt][1]));
-                a
-            };
-            // Steps st and st + 1 in a[st % 2], a[(st + 1) % 2].
-            let mut a = [a_of(0), [[0; 4]; MT]];
-            unroll!(4, |st| {
-                if st < 3 {
-                    wgmma::wait::<2>();
-                    a[(st + 1) % 2] = a_of(st + 1);
-                }
-                let cur = a[st % 2];
-                wgmma::fence();
-                let desc = wgmma::desc_sw128(sb + 32 * st as u32);
-                if cfg!(moe4_exp = "nowgmma") {
-                    let mut x = desc as u32;
-                    unroll!(MT, |mt| x ^= cur[mt][0] ^ cur[mt][1] ^ cur[mt][2] ^ cur[mt][3]);
-                    acc[0][0][0] += f32::from_bits(x & 0x0FFF_FFFF);
-                } else {
-                    unroll!(MT, |mt| wgmma::mma_cols::<BF16, NT, NW>(&mut acc[mt], cur[mt], desc, true));
-                }
-                wgmma::commit();
-            });
-        }
-    };
-    // ptxas drains the wgmma pipeline at every loop back-edge (the A
-    // operands live in registers), so the loop body is UNROLL chunks.
-    let mut c = 0;
-    while c < nchunks {
-        unroll!(UNROLL as usize, |u| {
-            if c + (u as u32) < nchunks {
-                chunk(c + u as u32, acc)
-            }
-        });
-        c += UNROLL;
-    }
-    wgmma::wait::<0>();
-    unroll!(MT, |mt| wgmma::hold_f32(&mut acc[mt]));
-}
-
-#[inline(always)]
-unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize, const RPT: usize>(
-    p: &FcParams,
-) {
-    const { assert!(RPT * 32 == NT * 8 && (MT == 1 || MT == 2)) };
+unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(p: &FcParams) {
+    const { assert!(RPT * 32 == NT * 8) };
     let cols = 8 * NT as u32;
+    let x_bytes = cols * 128;
     let stage_bytes = pfw_stage_bytes(cols);
-    let tasks = Tile::<RPT, MT>::TASKS;
     // Programmatic dependent launch: the previous kernel in the stream is
     // complete (its writes visible) after this; then let the next launch.
     griddep_wait();
     griddep_launch_dependents();
-    let warp = tid() / 32;
+    let t0 = tid();
+    let (warp, lane) = (t0 / 32, t0 % 32);
     let groups = ldg_u32_coherent(p.n_active + 4);
     let tpe = p.rows / TASK_ROWS as u32;
-    let tpb = tpe.div_ceil(tasks); // row blocks per expert
+    let tpb = tpe.div_ceil(WARPS); // 256-row blocks per expert
     let nchunks = p.k / KCHUNK as u32;
     let tiles = groups * tpb;
     let base = (smem() + 1023) & !1023;
@@ -320,27 +200,80 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const M
     if tile >= tiles {
         return;
     }
-    let mut cur = Tile::<RPT, MT>::new::<FC1>(p, tile, tpb, tpe, nchunks);
+    let mut cur = Tile::<RPT>::new::<FC1>(p, tile, tpb, tpe, nchunks);
     let mut parity = 0;
     cur.prologue::<FC1>(p, nchunks, base, cols, tables);
-    // This warp's first task in the block and first 16-row tile in it.
-    let (my_task, mt0) = if MT == 2 { (warp, 0) } else { (warp / 2, warp % 2) };
     while tile < tiles {
-        // Each warpgroup holds 2 MT tasks.
-        let busy = (warp / 4) * 2 * (MT as u32) < cur.ntask;
-        let mut acc = [[[0f32; 4]; NT]; MT];
-        if MT == 2 {
-            k_loop::<BF16, NT, MT, RPT, NT>(&cur, p.input, &mut acc, base, nchunks, busy);
-        } else {
-            // The wide kernels: the wgmma width from the tile's pairs
-            // (block-uniform): 64, 128 or 256 (a fourth loop, for 192,
-            // made ptxas spill at the tile changes).
-            match cur.n_cols.div_ceil(64) {
-                1 => k_loop::<BF16, NT, MT, RPT, 8>(&cur, p.input, &mut acc, base, nchunks, busy),
-                2 => k_loop::<BF16, NT, MT, RPT, 16>(&cur, p.input, &mut acc, base, nchunks, busy),
-                _ => k_loop::<BF16, NT, MT, RPT, 32>(&cur, p.input, &mut acc, base, nchunks, busy),
+        let wg_busy = (warp / 4) * 4 < cur.ntask;
+        let mut acc = [[[0f32; 4]; NT]; MTILES];
+        // One chunk: wait for its stage, refill the one two back, decode and
+        // issue its 4 k-steps.
+        let chunk = |c: u32, acc: &mut [[[f32; 4]; NT]; MTILES]| {
+            cp_async_wait::<{ STAGES - 3 }>();
+            // (`moe4_exp` builds leave one part out, to time the others.)
+            if !cfg!(moe4_exp = "nofence") {
+                wgmma::fence_proxy_async();
             }
+            if !cfg!(moe4_exp = "nosync") {
+                sync();
+            }
+            let next = c + STAGES - 2;
+            if next < nchunks && !cfg!(moe4_exp = "noload") {
+                cur.load(next, base + (next % STAGES) * stage_bytes, x_bytes);
+            }
+            cp_async_commit();
+            if wg_busy {
+                let sb = base + (c % STAGES) * stage_bytes;
+                let cb = sb + x_bytes + warp * 1024;
+                let wa = [lds_v4(cb + 16 * lane), lds_v4(cb + 512 + 16 * lane)];
+                let sc = lane_scales::<BF16>(lds(sb + x_bytes + CODE_BYTES + warp * 128 + 4 * lane));
+                // Step st + 1 is decoded before step st is issued, so a
+                // step's wgmma does not wait on the decode just before it.
+                // Step st's registers were last read by step st of the
+                // previous chunk: 3 groups were issued after it when step 0
+                // is decoded, 2 for the others.
+                wgmma::wait::<3>();
+                let a_of = |st: usize| {
+                    [
+                        dequant_step::<BF16>(wa[0][st], sc[0][0], sc[0][1]),
+                        dequant_step::<BF16>(wa[1][st], sc[1][0], sc[1][1]),
+                    ]
+                };
+                // Steps st and st + 1 in a[st % 2], a[(st + 1) % 2].
+                let mut a = [a_of(0), [[0; 4]; MTILES]];
+                unroll!(4, |st| {
+                    if st < 3 {
+                        wgmma::wait::<2>();
+                        a[(st + 1) % 2] = a_of(st + 1);
+                    }
+                    let cur = a[st % 2];
+                    wgmma::fence();
+                    let desc = wgmma::desc_sw128(sb + 32 * st as u32);
+                    if cfg!(moe4_exp = "nowgmma") {
+                        let (a0, a1) = (cur[0], cur[1]);
+                        let x = a0[0] ^ a0[1] ^ a0[2] ^ a0[3] ^ a1[0] ^ a1[1] ^ a1[2] ^ a1[3] ^ desc as u32;
+                        acc[0][0][0] += f32::from_bits(x & 0x0FFF_FFFF);
+                    } else {
+                        wgmma::mma::<BF16, NT>(&mut acc[0], cur[0], desc, true);
+                        wgmma::mma::<BF16, NT>(&mut acc[1], cur[1], desc, true);
+                    }
+                    wgmma::commit();
+                });
+            }
+        };
+        // ptxas drains the wgmma pipeline at every loop back-edge (the A
+        // operands live in registers), so the loop body is UNROLL chunks.
+        let mut c = 0;
+        while c < nchunks {
+            unroll!(UNROLL as usize, |u| {
+                if c + (u as u32) < nchunks {
+                    chunk(c + u as u32, &mut acc)
+                }
+            });
+            c += UNROLL;
         }
+        wgmma::wait::<0>();
+        unroll!(MTILES, |mt| wgmma::hold_f32(&mut acc[mt]));
         cp_async_wait::<0>();
         // Every warpgroup's reads of the stages are done: the next tile's
         // first copies go out now, in flight during this tile's epilogue.
@@ -351,17 +284,17 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const M
         if next < tiles {
             // The other table was last read by the previous tile's epilogue,
             // before this tile's chunk barriers.
-            cur = Tile::<RPT, MT>::new::<FC1>(p, next, tpb, tpe, nchunks);
+            cur = Tile::<RPT>::new::<FC1>(p, next, tpb, tpe, nchunks);
             cur.prologue::<FC1>(p, nchunks, base, cols, tables + (parity ^ 1) * 8 * cols);
         }
-        if my_task < ntask {
-            let r = task0 + my_task;
+        if warp < ntask {
+            let r = task0 + warp;
             if FC1 {
-                epilogue_fc1::<BF16, NT, MT, true>(p, &acc, e, r, mt0, slot0, n_cols, post);
+                epilogue_fc1::<BF16, NT, MTILES, true>(p, &acc, e, r, 0, slot0, n_cols, post);
             } else {
                 // The group's pairs and weights, copied with its first chunk.
                 let pair_w = |col: u32| (lds(tab + 4 * col), f32::from_bits(lds(tab + 4 * (cols + col))));
-                epilogue_fc2_with::<NT, MT>(p, &acc, e, r, mt0, n_cols, post, pair_w);
+                epilogue_fc2_with::<NT, MTILES>(p, &acc, e, r, 0, n_cols, post, pair_w);
             }
         }
         tile = next;
@@ -370,9 +303,9 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const M
 }
 
 macro_rules! pfw_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal;)*) => {$(
-        /// `wgmma` prefill GEMM instance `(FC1?, bf16?, column tiles,
-        /// 16-row tiles per warp)`; see the module docs.
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal;)*) => {$(
+        /// `wgmma` prefill GEMM instance `(FC1?, bf16?, column tiles)`; see
+        /// the module docs.
         ///
         /// # Safety
         /// `p` as [`FcParams`] documents, routed with `group = 8 * NT`;
@@ -380,52 +313,45 @@ macro_rules! pfw_kernels {
         /// dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            prefill_wg::<$fc1, $bf16, $nt, $mt, { $nt / 4 }>(&p)
+            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p)
         }
     )*};
 }
 
 pfw_kernels! {
-    moe_pfw1_bf16_n128: true, true, 16, 2;
-    moe_pfw1_f16_n128: true, false, 16, 2;
-    moe_pfw2_bf16_n128: false, true, 16, 2;
-    moe_pfw2_f16_n128: false, false, 16, 2;
-    moe_pfw1_bf16_n64: true, true, 8, 2;
-    moe_pfw1_f16_n64: true, false, 8, 2;
-    moe_pfw2_bf16_n64: false, true, 8, 2;
-    moe_pfw2_f16_n64: false, false, 8, 2;
-    moe_pfw1_bf16_n256: true, true, 32, 1;
-    moe_pfw1_f16_n256: true, false, 32, 1;
-    moe_pfw2_bf16_n256: false, true, 32, 1;
-    moe_pfw2_f16_n256: false, false, 32, 1;
+    moe_pfw1_bf16_n128: true, true, 16;
+    moe_pfw1_f16_n128: true, false, 16;
+    moe_pfw2_bf16_n128: false, true, 16;
+    moe_pfw2_f16_n128: false, false, 16;
+    moe_pfw1_bf16_n64: true, true, 8;
+    moe_pfw1_f16_n64: true, false, 8;
+    moe_pfw2_bf16_n64: false, true, 8;
+    moe_pfw2_f16_n64: false, false, 8;
 }
 
 /// `dst = x` with each row's 64-element chunks in the
-/// [`crate::tile::wgmma_permuted`] order (the `wgmma` FC1's input), and
-/// `dst` row `rows` zeros (the FC1's zero row); one thread per 16-byte piece
-/// of `dst` (natural words `8t + m`, t = 0..4, of piece `m`).
+/// [`crate::tile::wgmma_permuted`] order (the `wgmma` FC1's input); one thread per
+/// 16-byte piece of `dst` (natural words `8t + m`, t = 0..4, of piece `m`).
 ///
 /// # Safety
-/// `src` holds `rows x k` and `dst` `(rows + 1) x k` 16-bit values,
-/// `k % 64 == 0`, both 16-byte aligned; any 1-D launch.
+/// `src` and `dst` hold `rows x k` 16-bit values, `k % 64 == 0`, both
+/// 16-byte aligned; any 1-D launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_permute_x(p: PermuteParams) {
     griddep_wait();
     griddep_launch_dependents();
     let pieces = p.rows as u64 * (p.k / 8) as u64;
     let mut i = (bid() * bdim() + tid()) as u64;
-    while i < pieces + (p.k / 8) as u64 {
+    while i < pieces {
+        // Piece i = (row, chunk, m): its words are natural words 8t + m.
+        let (chunk, m) = (i / 8, (i % 8) as u32);
+        let src = p.src + 128 * chunk;
         let mut v = [0u32; 4];
-        if i < pieces {
-            // Piece i = (row, chunk, m): its words are natural words 8t + m.
-            let (chunk, m) = (i / 8, (i % 8) as u32);
-            let src = p.src + 128 * chunk;
-            unroll!(4, |t| {
-                // Natural k = 2 (8t + m): wgmma_permuted(k) = 2 (4m + t),
-                // word t of this piece.
-                v[t] = ldg_u32(src + 4 * (8 * t as u32 + m) as u64);
-            });
-        }
+        unroll!(4, |t| {
+            // Natural k = 2 (8t + m): wgmma_permuted(k) = 2 (4m + t), word t
+            // of this piece.
+            v[t] = ldg_u32(src + 4 * (8 * t as u32 + m) as u64);
+        });
         stg_v4(p.dst + 16 * i, v);
         i += (gdim() * bdim()) as u64;
     }
