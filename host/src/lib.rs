@@ -54,7 +54,7 @@ pub use dtype::Half;
 pub use error::{Error, Result};
 pub use gpu::{gpu_available, Gpu};
 pub use moe::{
-    route_blocks_from, ForwardPath, Tuning, Workspace, DECODE_TASK_ROWS, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK,
+    decode_task_rows, route_blocks_from, ForwardPath, Tuning, Workspace, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK,
     PREFILL_CROSSOVER, ROUTE_BLOCKS_FROM, ROUTE_BLOCKS_FROM_FEW_EXPERTS, WIDE_PREFILL_PAIRS,
 };
 pub use ptx::Arch;

@@ -59,9 +59,25 @@ pub enum ForwardPath {
 }
 /// Largest top-k.
 pub const MAX_TOPK: usize = 64;
-/// Weight rows per task of the decode FC kernels with two or four column
-/// tiles ([`Tuning::task_rows`]).
-pub const DECODE_TASK_ROWS: u32 = 64;
+/// Weight rows per task of the decode FC kernels by default
+/// ([`Tuning::task_rows`]), for `nt` column tiles and `experts` experts:
+/// 64 with four column tiles, and with two on layers of more than
+/// [`FEW_EXPERTS`] experts; 32 otherwise. Measured on the H200 (run 29 in
+/// docs/gpu-results.md, `moe4 bench tune`): 64-row tasks read the
+/// activations from shared memory once for two layout tasks, which was
+/// what bound the four-column kernels (Mixtral at M = 64: 444 -> 367 µs,
+/// DeepSeek-V3 at M = 512: 3238 -> 2719 µs) and still gains 5-6 % with
+/// two (Qwen3 at M = 128, DeepSeek-V3 and GPT-OSS at M = 256). With two
+/// column tiles on Mixtral (8 experts) they were 5-7 % slower: a 64-row
+/// task's registers leave 3 blocks per SM instead of 4, and there the
+/// shared memory was not the bound.
+pub fn decode_task_rows(nt: usize, experts: usize) -> u32 {
+    if nt >= 4 || (nt == 2 && experts > FEW_EXPERTS) {
+        64
+    } else {
+        32
+    }
+}
 /// Pairs (M x top-k) from which `forward` routes on many blocks by
 /// default ([`Tuning::route_blocks_from`]) for layers of more than
 /// [`FEW_EXPERTS`] experts. Measured by `moe4 bench route` on the H200
@@ -128,7 +144,7 @@ pub struct Tuning {
     /// Weight rows per decode task with two or four column tiles: 32, or
     /// 64 (each warp two tasks of the layout, whose activations it reads
     /// from shared memory once: half the shared-memory traffic per weight).
-    /// `None`: [`DECODE_TASK_ROWS`]. One column tile always takes 32.
+    /// `None`: [`decode_task_rows`]. One column tile always takes 32.
     pub task_rows: Option<u32>,
     /// Stop after this many of the four launches (route, FC1, FC2,
     /// combine): 4 = the whole layer.
@@ -475,7 +491,7 @@ impl MoeWeights {
             let wide =
                 nt == 1 && !tune.load_only && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
-            let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or(DECODE_TASK_ROWS) == 64;
+            let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or_else(|| decode_task_rows(nt, e)) == 64;
             let suffix = if tune.load_only {
                 "_ld"
             } else if wide {
@@ -537,6 +553,15 @@ impl MoeWeights {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_rows_follow_the_measurements() {
+        assert_eq!(decode_task_rows(1, 256), 32);
+        assert_eq!(decode_task_rows(2, 8), 32);
+        assert_eq!(decode_task_rows(2, 128), 64);
+        assert_eq!(decode_task_rows(4, 8), 64);
+        assert_eq!(decode_task_rows(4, 256), 64);
+    }
 
     #[test]
     fn few_experts_route_on_one_block_longer() {

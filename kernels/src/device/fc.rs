@@ -2,7 +2,11 @@
 //! decode path (few tokens per expert, bandwidth-bound).
 //!
 //! **Work.** A *task* is (active expert, column group of up to `8 * NT` of
-//! its pairs, 32 weight rows) x all of K, cut into 64-k *chunks*; the number
+//! its pairs, `16 MT` weight rows) x all of K, cut into 64-k *chunks*: 32
+//! rows (`MT = 2`, one task of the [`crate::tile`] layout), or 64 (`MT = 4`,
+//! the `_r64` kernels: two layout tasks, whose activations the warp then
+//! copies and reads once for both, which halves the shared-memory traffic
+//! per weight that bound the four-column-tile kernels); the number
 //! of tasks is read on the device from the routing output, so nothing waits
 //! for the host. A block's `WB` warps form groups of `KS` (1, 2, 4 or 8,
 //! chosen on the device by [`crate::launch::fc_split`]: the split with the
@@ -13,9 +17,10 @@
 //! Small batches split K (few tasks, many warps); large ones do not.
 //!
 //! **Pipeline.** Each warp owns a ring of `S` shared-memory slots. A slot
-//! holds one chunk ([`crate::tile`]): per lane, its 2 x 16 bytes of codes
-//! (rows `g`, `g + 8` of both 16-row tiles, k `16t..16t+16`), its 4 bytes of
-//! E4M3 scales and, for each 8-pair column tile, its 32 bytes of
+//! holds one chunk ([`crate::tile`]): per lane and layout task, its 2 x 16
+//! bytes of codes (rows `g`, `g + 8` of both 16-row tiles, k `16t..16t+16`)
+//! and its 4 bytes of E4M3 scales; and, for each 8-pair column tile, its 32
+//! bytes of
 //! activations `x[tok][16t..16t+16]` (`tok` the tile's column `g`). Every
 //! piece is brought by the lane that later reads it, with `cp.async` (codes
 //! past L1, activations through L1: the other tasks of the expert read
