@@ -62,7 +62,7 @@ pub const MAX_TOPK: usize = 64;
 /// Weight rows per task of the decode FC kernels by default
 /// ([`Tuning::task_rows`]), for `nt` column tiles and `experts` experts:
 /// 64 with four column tiles, and with two on layers of more than
-/// [`FEW_EXPERTS`] experts; 32 otherwise. Measured on the H200 (run 29 in
+/// [`FEW_EXPERTS`] experts; 32 otherwise. Measured on the H200 (run 30 in
 /// docs/gpu-results.md, `moe4 bench tune`): 64-row tasks read the
 /// activations from shared memory once for two layout tasks, which was
 /// what bound the four-column kernels (Mixtral at M = 64: 444 -> 367 µs,
