@@ -369,7 +369,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
     if FC1 {
         let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
-        store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, 0, gi * 8 * NT as u32, epi.n_grp);
+        store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
     } else {
         let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let mut scale = epi.w;
@@ -498,20 +498,18 @@ unsafe fn fc<
     }
 }
 
-/// FC1 epilogue of one warp's `MT` 16-row tiles (tiles `mt0 ..  mt0 + MT`
-/// of task `r`) x `8 NT` pairs, global scales (times the decode offset)
+/// FC1 epilogue of one warp's `MT` 16-row tiles (from layout task `r`) x
+/// `8 NT` pairs, global scales (times the decode offset)
 /// `ag`/`au` given: gated activation, h rows `hrow0 + column` (decode: the
 /// group's position; prefill: the slot); `PERM`: each row stored in the
 /// [`wgmma_permuted`] k order (for the `wgmma` FC2).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const MT: usize, const PERM: bool>(
     p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MT],
+    acc: &Acc<NT, MT>,
     ag: f32,
     au: f32,
     r: u32,
-    mt0: u32,
     hrow0: u32,
     n_grp: u32,
 ) {
@@ -519,7 +517,7 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const MT: usize,
     let (g, t) = (lane / 4, lane % 4);
     let inter = p.rows / 2;
     unroll!(MT, |mt| {
-        let ch = 16 * r + 8 * (mt0 + mt as u32) + g;
+        let ch = 16 * r + 8 * mt as u32 + g;
         unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
@@ -536,22 +534,20 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const MT: usize,
 }
 
 /// FC1 epilogue with the expert's global scales loaded here (prefill):
-/// [`store_h`] of tiles `mt0 .. mt0 + MT` of task `r`.
+/// [`store_h`] of task `r`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const MT: usize, const PERM: bool>(
+pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM: bool>(
     p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MT],
+    acc: &Acc<NT, MTILES>,
     e: u32,
     r: u32,
-    mt0: u32,
     hrow0: u32,
     n_grp: u32,
     post: f32,
 ) {
     let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
     let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
-    store_h::<BF16, NT, MT, PERM>(p, acc, ag, au, r, mt0, hrow0, n_grp);
+    store_h::<BF16, NT, MTILES, PERM>(p, acc, ag, au, r, hrow0, n_grp);
 }
 
 /// FC2 epilogue of one warp's `16 MT` rows (from layout task `r`) x `8 NT`
@@ -597,19 +593,16 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
         let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
         (pair, ldg_f32(p.topk_weights + 4 * pair as u64))
     };
-    epilogue_fc2_with::<NT, MTILES>(p, acc, e, r, 0, n_grp, post, pair_w);
+    epilogue_fc2_with::<NT>(p, acc, e, r, n_grp, post, pair_w);
 }
 
-/// FC2 epilogue of tiles `mt0 .. mt0 + MT` of task `r`, with each
-/// column's (pair, routing weight) from `pair_w`.
+/// FC2 epilogue with each column's (pair, routing weight) from `pair_w`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn epilogue_fc2_with<const NT: usize, const MT: usize>(
+pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
     p: &FcParams,
-    acc: &[[[f32; 4]; NT]; MT],
+    acc: &Acc<NT, MTILES>,
     e: u32,
     r: u32,
-    mt0: u32,
     n_grp: u32,
     post: f32,
     pair_w: impl Fn(u32) -> (u32, f32),
@@ -632,8 +625,8 @@ pub(super) unsafe fn epilogue_fc2_with<const NT: usize, const MT: usize>(
             let j = 8 * h + jj;
             if j < NT && pair[jj][u] != u32::MAX {
                 let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
-                unroll!(MT, |mt| {
-                    let row = (TASK_ROWS as u32 * r + 16 * (mt0 + mt as u32) + g) as u64;
+                unroll!(MTILES, |mt| {
+                    let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
                     stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
                     stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
                 });

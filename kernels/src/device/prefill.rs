@@ -153,7 +153,7 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
         if warp < ntask {
             let r = task0 + warp;
             if FC1 {
-                epilogue_fc1::<BF16, NT, MTILES, false>(p, &acc, e, r, 0, slot0, n_cols, post);
+                epilogue_fc1::<BF16, NT, false>(p, &acc, e, r, slot0, n_cols, post);
             } else {
                 epilogue_fc2::<NT>(p, &acc, e, r, slot0, n_cols, post);
             }

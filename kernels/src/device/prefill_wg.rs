@@ -290,11 +290,11 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         if warp < ntask {
             let r = task0 + warp;
             if FC1 {
-                epilogue_fc1::<BF16, NT, MTILES, true>(p, &acc, e, r, 0, slot0, n_cols, post);
+                epilogue_fc1::<BF16, NT, true>(p, &acc, e, r, slot0, n_cols, post);
             } else {
                 // The group's pairs and weights, copied with its first chunk.
                 let pair_w = |col: u32| (lds(tab + 4 * col), f32::from_bits(lds(tab + 4 * (cols + col))));
-                epilogue_fc2_with::<NT, MTILES>(p, &acc, e, r, 0, n_cols, post, pair_w);
+                epilogue_fc2_with::<NT>(p, &acc, e, r, n_cols, post, pair_w);
             }
         }
         tile = next;
