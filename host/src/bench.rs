@@ -706,32 +706,33 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         let (ids, tw) = routing(&mut rng, &pool, m, shape.topk);
         let (ids, tw) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
         let mut out = stream.alloc_zeros::<bf16>(m * shape.h)?;
-        let mut run = |path: crate::ForwardPath, ws: &mut Workspace| -> Result<f64> {
+        // Times `path` with `tuning` (or the workspace's own), then puts the
+        // workspace's tuning back.
+        let mut run = |path: crate::ForwardPath, tuning: Option<Tuning>, ws: &mut Workspace| -> Result<f64> {
+            let own = *ws.tuning_mut();
+            *ws.tuning_mut() = tuning.unwrap_or(own);
             ws.set_path(path);
-            time_ms(stream, 2, 5, || {
+            let t = time_ms(stream, 2, 5, || {
                 w.forward(ws, stream, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut())
-            })
+            });
+            *ws.tuning_mut() = own;
+            t
         };
-        let pf = run(crate::ForwardPath::Prefill, &mut ws)?;
-        let dec = if m * shape.topk / shape.e <= 128 { Some(run(crate::ForwardPath::Decode, &mut ws)?) } else { None };
-        let wgmma = ws.tuning_mut().wgmma && gpu.arch().has_wgmma();
+        let pf = run(crate::ForwardPath::Prefill, None, &mut ws)?;
+        let dec =
+            if m * shape.topk / shape.e <= 128 { Some(run(crate::ForwardPath::Decode, None, &mut ws)?) } else { None };
+        let d = *ws.tuning_mut();
+        let wgmma = d.wgmma && gpu.arch().has_wgmma();
         let mma_sync = if wgmma {
-            let defaults = *ws.tuning_mut();
-            ws.tuning_mut().wgmma = false;
-            let t = run(crate::ForwardPath::Prefill, &mut ws);
-            *ws.tuning_mut() = defaults;
-            Some(t?)
+            Some(run(crate::ForwardPath::Prefill, Some(Tuning { wgmma: false, ..d }), &mut ws)?)
         } else {
             None
         };
         let mut by_width = Vec::new();
         if wgmma {
-            let defaults = *ws.tuning_mut();
             for c in [64, 128] {
-                ws.tuning_mut().wgmma_cols = Some(c);
-                let t = run(crate::ForwardPath::Prefill, &mut ws);
-                *ws.tuning_mut() = defaults;
-                by_width.push((c, t? * 1e3));
+                let t = run(crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), ..d }), &mut ws)?;
+                by_width.push((c, t * 1e3));
             }
         }
         ws.set_path(crate::ForwardPath::Auto);
