@@ -7,7 +7,8 @@
 # PART: tests | sanitize | tune | route | decode | prefill | w4a4 | bench (=
 # route decode prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
 # kernels of two shapes and the W4A4 GEMM) | exp (prefill at M = 8192 with
-# each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE)
+# each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE) |
+# profile-w4a4 | profile-decode (ncu sections on one kernel each)
 set -u
 B=${BUNDLE:-.gpu}
 if [ -f "$B/bundle.tar.gz" ]; then
@@ -83,10 +84,31 @@ if want profile; then
     echo "ncu not found" | tee -a "$O/summary.txt"; status=1
   fi
 fi
+if want profile-w4a4 || want profile-decode; then
+  N=$(cuda_tool ncu)
+  SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats"
+  if want profile-w4a4; then
+    step ncu-w4a4-wg 300 "$N" --clock-control none -k regex:w4a4_gemm_wg_bf16 -c 2 $SECT \
+      "$B/moe4" bench w4a4 --shape Mixtral-8x7B --m 8192
+  fi
+  if want profile-decode; then
+    step ncu-decode-ds3-16 300 "$N" --clock-control none -k regex:moe_fc -c 2 $SECT \
+      "$B/moe4" bench decode --shape DeepSeek-V3 --m 16
+  fi
+fi
 if want exp; then
+  # Each experimental PTX runs the bench its name starts with (w4a4-*,
+  # decode-*, else prefill), interleaved with the bundle's own PTX (exp-own)
+  # so each A/B is from one run.
   for f in "${BUNDLE:-.gpu}"/exp/*.ptx; do
-    step "exp-$(basename "$f" .ptx)" 300 env MOE4_PTX_FILE="$f" "$B/moe4" bench prefill \
-      --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192
+    n=$(basename "$f" .ptx)
+    case "$n" in
+      w4a4-*) args=(bench w4a4 --shape Mixtral-8x7B,GPT-OSS-120B --m 8192) ;;
+      decode-*) args=(bench decode --shape Qwen3-30B-A3B,DeepSeek-V3,Mixtral-8x7B --m 1,8,64) ;;
+      *) args=(bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192) ;;
+    esac
+    step "exp-own-for-$n" 300 "$B/moe4" "${args[@]}"
+    step "exp-$n" 300 env MOE4_PTX_FILE="$f" "$B/moe4" "${args[@]}"
   done
 fi
 for k in tune route decode prefill w4a4; do

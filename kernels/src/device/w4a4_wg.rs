@@ -27,12 +27,12 @@
 
 use super::arch::*;
 use super::w4a4::{
-    epilogue, load_stage, locate, row_scale, schedule, staged, unpack_hi, unpack_lo, Tile, OUT_BF16, OUT_F16, OUT_I32,
+    epilogue, locate, row_scale, schedule, staged, unpack_hi, unpack_lo, Tile, OUT_BF16, OUT_F16, OUT_I32,
 };
 use super::wgmma;
 use crate::launch::{
-    GEMM_BK as BK, GEMM_BN as BN, GEMM_STAGES as STAGES, GEMM_THREADS as THREADS, GEMM_WG_BM as BM,
-    GEMM_WG_S8_BYTES as S8_BYTES,
+    GEMM_BK as BK, GEMM_BN as BN, GEMM_THREADS as THREADS, GEMM_WG_BM as BM, GEMM_WG_S8_BYTES as S8_BYTES,
+    GEMM_WG_S8_TILES as S8_TILES, GEMM_WG_STAGES as STAGES,
 };
 use crate::params::W4A4Params;
 
@@ -41,16 +41,49 @@ const HALF_BYTES: u32 = BN * 128;
 /// Stages per iteration of the main loop.
 const UNROLL: u32 = 4;
 
+/// `wgmma` commit groups (k-steps) a warpgroup keeps in flight: a whole
+/// stage, so the next stage's unpacking and barrier run under the tensor
+/// work already queued. (`moe4_exp = "w4a4q4"` builds keep 4, for A/Bs.)
+const QUEUE: u32 = if cfg!(moe4_exp = "w4a4q4") { 4 } else { 8 };
+
+/// Copies this thread's own 16-byte pieces of stage `kt` of tile `t` to the
+/// stage at `sbase` (the [`staged`] layout): the A pieces its lane reads
+/// (rows `arow`, `arow + 8`, pieces `t`, `4 + t`) and the B pieces it
+/// unpacks (row `bn`, pieces `4 bh .. 4 bh + 4`). A thread reads only what
+/// it copied, so a stage needs no barrier between its copies landing and
+/// their use. Zero-filled past the expert's rows, N and K.
+#[inline(always)]
+unsafe fn load_own(p: &W4A4Params, tl: &Tile, kt: u32, sbase: u32, arow: u32, t: u32, bn: u32, bh: u32) {
+    let kb = p.k / 2;
+    let k0 = kt * (BK / 2);
+    unroll!(4, |i| {
+        let (row, part) = (arow + 8 * (i as u32 % 2), 4 * (i as u32 / 2) + t);
+        let kbyte = k0 + 16 * part;
+        let r = tl.m0 + row;
+        let ok = kbyte < kb && r < tl.r1;
+        let src = if ok { p.a + r as u64 * kb as u64 + kbyte as u64 } else { p.b };
+        cp_async16_zfill(staged(sbase, row, part), src, ok);
+    });
+    let n = tl.n0 + bn;
+    unroll!(4, |j| {
+        let part = 4 * bh + j as u32;
+        let kbyte = k0 + 16 * part;
+        let ok = kbyte < kb && n < p.n;
+        let src = if ok { tl.b_expert + n as u64 * kb as u64 + kbyte as u64 } else { p.b };
+        cp_async16_zfill(staged(sbase, BM + bn, part), src, ok);
+    });
+}
+
 #[inline(always)]
 unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
-    const { assert!(S8_BYTES == 2 * HALF_BYTES && BM == 128 && BN == 128 && BK == 256) };
+    const { assert!(S8_BYTES == 2 * HALF_BYTES && BM == 128 && BN == 128 && BK == 256 && QUEUE <= 8) };
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
     let stage_bytes = (BM + BN) * (BK / 2);
-    // [s8 buffers: 2 x 32 KiB, 1024-aligned][staging ring][schedule]
+    // [s8 tiles: 3 x 32 KiB, 1024-aligned][staging ring][schedule]
     let s8 = (smem() + 1023) & !1023;
-    let ring = s8 + 2 * S8_BYTES;
+    let ring = s8 + S8_TILES * S8_BYTES;
     let sched = ring + STAGES * stage_bytes;
     let nk = p.k.div_ceil(BK);
     let total = schedule::<BM>(p, sched);
@@ -66,20 +99,21 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
         let mut s = 0;
         while s < STAGES - 1 {
             if s < nk {
-                load_stage::<BM>(p, &tl, s, ring + s * stage_bytes);
+                load_own(p, &tl, s, ring + s * stage_bytes, arow, t, bn, bh);
             }
             cp_async_commit();
             s += 1;
         }
         // One 256-k stage.
         let stage = |kt: u32, acc: &mut [[[i32; 4]; 16]; 1]| {
-            // The s8 buffer written below was last read by stage kt - 2's
-            // k-steps: retired, as at most 4 groups (k-steps of stage kt - 1)
-            // are in flight here, in both warpgroups by the barrier.
+            // This thread's own pieces of stage kt have landed.
             cp_async_wait::<{ STAGES - 2 }>();
-            sync();
             let sbase = ring + (kt % STAGES) * stage_bytes;
-            let sb8 = s8 + (kt % 2) * S8_BYTES;
+            // The s8 tile written here was last read by stage kt - 3's
+            // k-steps, retired in every warpgroup before the barrier of
+            // stage kt - 1 (at most QUEUE <= 8 groups, all of stage kt - 2,
+            // were in flight there).
+            let sb8 = s8 + (kt % S8_TILES) * S8_BYTES;
             // Unpack B row bn, half bh into the s8 tile.
             {
                 let mut w = [[0u32; 4]; 4];
@@ -99,19 +133,20 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
                 araw[h][0] = lds_v4(staged(sbase, arow, 4 * h as u32 + t));
                 araw[h][1] = lds_v4(staged(sbase, arow + 8, 4 * h as u32 + t));
             });
+            // The s8 tile, written by every thread, is complete (and visible
+            // to the async proxy) past this barrier.
             wgmma::fence_proxy_async();
             sync();
-            // Every thread is past its reads of stage kt - 1's slot: refill it.
+            // This thread's reads of stage kt - 1's slot are done: refill it.
             let next = kt + STAGES - 1;
             if next < nk {
-                load_stage::<BM>(p, &tl, next, ring + (next % STAGES) * stage_bytes);
+                load_own(p, &tl, next, ring + (next % STAGES) * stage_bytes, arow, t, bn, bh);
             }
             cp_async_commit();
             unroll!(2, |h| {
                 unroll!(4, |st| {
-                    // One commit group per k-step; this step's A registers
-                    // of 4 steps ago are free once at most 3 are in flight.
-                    wgmma::wait::<3>();
+                    // One commit group per k-step, at most QUEUE in flight.
+                    wgmma::wait::<{ QUEUE - 1 }>();
                     let (w0, w8) = (araw[h][0][st], araw[h][1][st]);
                     let a = [unpack_lo(w0), unpack_lo(w8), unpack_hi(w0), unpack_hi(w8)];
                     wgmma::fence();
@@ -135,12 +170,14 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
         wgmma::wait::<0>();
         wgmma::hold_i32(&mut acc[0]);
         cp_async_wait::<0>();
-        sync(); // all warps done reading before the next tile's prologue
+        sync(); // every warpgroup's wgmmas are done with the s8 tiles
         if OUT == OUT_I32 {
             epilogue::<BM, 1, 8, 16, OUT>(p, &acc, tl.e, tl.m0, tl.r1, tl.n0);
         } else {
             epilogue_staged::<OUT>(p, &acc, &tl, s8);
         }
+        // The next tile's first unpack overwrites what the epilogue read.
+        sync();
         tile += gdim();
     }
 }
@@ -156,7 +193,7 @@ const OUT_STRIDE: u32 = 272;
 /// Requires `out` 16-byte aligned (the host checks).
 #[inline(always)]
 unsafe fn epilogue_staged<const OUT: u32>(p: &W4A4Params, acc: &[[[i32; 4]; 16]; 1], tl: &Tile, stage: u32) {
-    const { assert!(2 * S8_BYTES >= BM * OUT_STRIDE) };
+    const { assert!(S8_TILES * S8_BYTES >= BM * OUT_STRIDE) };
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
