@@ -8,7 +8,8 @@
 # route decode prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
 # kernels of two shapes and the W4A4 GEMM) | exp (prefill at M = 8192 with
 # each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE) |
-# profile-w4a4 | profile-decode (ncu sections on one kernel each)
+# profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
+# (ncu sections on one kernel each)
 set -u
 B=${BUNDLE:-.gpu}
 if [ -f "$B/bundle.tar.gz" ]; then
@@ -84,12 +85,18 @@ if want profile; then
     echo "ncu not found" | tee -a "$O/summary.txt"; status=1
   fi
 fi
-if want profile-w4a4 || want profile-decode; then
+if want profile-w4a4 || want profile-w4a4-full || want profile-decode; then
   N=$(cuda_tool ncu)
   SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats"
   if want profile-w4a4; then
     step ncu-w4a4-wg 300 "$N" --clock-control none -k regex:w4a4_gemm_wg_bf16 -c 2 $SECT \
       "$B/moe4" bench w4a4 --shape Mixtral-8x7B --m 8192
+  fi
+  if want profile-w4a4-full; then
+    step ncu-w4a4-full 300 "$N" --clock-control none -k regex:w4a4_gemm_wg_bf16 -c 1 --set full --import-source no \
+      -f -o /tmp/prof-w4a4 "$B/moe4" bench w4a4 --shape Mixtral-8x7B --m 8192
+    step ncu-w4a4-details 120 "$N" -i /tmp/prof-w4a4.ncu-rep --page details --print-details all
+    step ncu-w4a4-sass 120 sh -c "'$N' -i /tmp/prof-w4a4.ncu-rep --page source --print-source sass --csv > '$O/sass-w4a4.csv'"
   fi
   if want profile-decode; then
     step ncu-decode-ds3-16 300 "$N" --clock-control none -k regex:moe_fc -c 2 $SECT \

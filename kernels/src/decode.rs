@@ -68,6 +68,14 @@ const SIGN: u32 = 0x8000_8000;
 /// Decodes a packed word to four bf16x2 registers (`value * 2^-126`).
 #[inline(always)]
 pub fn decode_bf16(q: u32) -> [u32; 4] {
+    if cfg!(moe4_exp = "decmul") {
+        return [
+            q & (MAG_BF16 | SIGN),
+            (q << 3) & (MAG_BF16 | SIGN),
+            ((q & 0x4007_4007).wrapping_mul(66)) & (MAG_BF16 | SIGN),
+            ((q >> 3) & MAG_BF16) | ((q << 2) & SIGN),
+        ];
+    }
     [
         q & (MAG_BF16 | SIGN),
         (q << 3) & (MAG_BF16 | SIGN),
@@ -79,6 +87,14 @@ pub fn decode_bf16(q: u32) -> [u32; 4] {
 /// Decodes a packed word to four f16x2 registers (`value * 2^-14`).
 #[inline(always)]
 pub fn decode_f16(q: u32) -> [u32; 4] {
+    if cfg!(moe4_exp = "decmul") {
+        return [
+            ((q << 3) & MAG_F16) | (q & SIGN),
+            ((q & 0x1038_1038).wrapping_mul(72)) & (MAG_F16 | SIGN),
+            ((q & 0x4007_4007).wrapping_mul(514)) & (MAG_F16 | SIGN),
+            (q & MAG_F16) | ((q << 2) & SIGN),
+        ];
+    }
     [
         ((q << 3) & MAG_F16) | (q & SIGN),
         ((q << 6) & MAG_F16) | ((q << 3) & SIGN),

@@ -43,7 +43,9 @@ const UNROLL: u32 = 4;
 
 /// `wgmma` commit groups (k-steps) a warpgroup keeps in flight: a whole
 /// stage, so the next stage's unpacking and barrier run under the tensor
-/// work already queued. (`moe4_exp = "w4a4q4"` builds keep 4, for A/Bs.)
+/// work already queued. (`moe4_exp = "w4a4q4"` builds keep 4, for A/Bs;
+/// `w4a4nounpack`, `w4a4nofence` and `w4a4nowgmma` builds leave that part
+/// out: wrong results, timing only.)
 const QUEUE: u32 = if cfg!(moe4_exp = "w4a4q4") { 4 } else { 8 };
 
 /// Copies this thread's own 16-byte pieces of stage `kt` of tile `t` to the
@@ -123,8 +125,13 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
                     let lo = [unpack_lo(w[0][st]), unpack_lo(w[1][st]), unpack_lo(w[2][st]), unpack_lo(w[3][st])];
                     let hi = [unpack_hi(w[0][st]), unpack_hi(w[1][st]), unpack_hi(w[2][st]), unpack_hi(w[3][st])];
                     let (q0, q1) = (2 * st as u32, 2 * st as u32 + 1);
-                    sts_v4(row + 16 * (q0 ^ (bn % 8)), lo);
-                    sts_v4(row + 16 * (q1 ^ (bn % 8)), hi);
+                    if !cfg!(moe4_exp = "w4a4nounpack") {
+                        sts_v4(row + 16 * (q0 ^ (bn % 8)), lo);
+                        sts_v4(row + 16 * (q1 ^ (bn % 8)), hi);
+                    } else if lo[0] == 0x1234_5678 && hi[1] == 0x8765_4321 {
+                        // (timing-only build: keep the unpacking alive)
+                        sts_v4(row, lo);
+                    }
                 });
             }
             // This lane's A words of both halves, rows arow and arow + 8.
@@ -135,7 +142,9 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
             });
             // The s8 tile, written by every thread, is complete (and visible
             // to the async proxy) past this barrier.
-            wgmma::fence_proxy_async();
+            if !cfg!(moe4_exp = "w4a4nofence") {
+                wgmma::fence_proxy_async();
+            }
             sync();
             // This thread's reads of stage kt - 1's slot are done: refill it.
             let next = kt + STAGES - 1;
@@ -151,7 +160,11 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
                     let a = [unpack_lo(w0), unpack_lo(w8), unpack_hi(w0), unpack_hi(w8)];
                     wgmma::fence();
                     let desc = wgmma::desc_sw128(sb8 + h as u32 * HALF_BYTES + 32 * st as u32);
-                    wgmma::mma_s8_n128(&mut acc[0], a, desc, true);
+                    if cfg!(moe4_exp = "w4a4nowgmma") {
+                        acc[0][st][h] ^= (a[0] ^ a[1] ^ a[2] ^ a[3] ^ desc as u32) as i32;
+                    } else {
+                        wgmma::mma_s8_n128(&mut acc[0], a, desc, true);
+                    }
                     wgmma::commit();
                 });
             });
