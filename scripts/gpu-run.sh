@@ -107,7 +107,11 @@ if want exp; then
   # Each experimental PTX runs the bench its name starts with (w4a4-*,
   # decode-*, else prefill), interleaved with the bundle's own PTX (exp-own)
   # so each A/B is from one run.
-  for f in "${BUNDLE:-.gpu}"/exp/*.ptx; do
+  # (*.ptx.gz are unpacked first: they travel smaller)
+  mkdir -p /tmp/moe4-exp
+  for g in "${BUNDLE:-.gpu}"/exp/*.ptx.gz; do [ -f "$g" ] && gunzip -c "$g" > "/tmp/moe4-exp/$(basename "$g" .gz)"; done
+  for f in "${BUNDLE:-.gpu}"/exp/*.ptx /tmp/moe4-exp/*.ptx; do
+    [ -f "$f" ] || continue
     n=$(basename "$f" .ptx)
     case "$n" in
       w4a4-*) args=(bench w4a4 --shape Mixtral-8x7B,GPT-OSS-120B --m 8192) ;;

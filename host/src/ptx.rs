@@ -107,10 +107,10 @@ mod tests {
                 "moe_route" => 4,
                 "moe_route_count" => 2,
                 "moe_route_scan" | "moe_route_scatter" => 1,
-                // The W4A4 schedule (3), 1 per stage x 4 unrolled, 2 per
+                // The W4A4 schedule (3), 2 per stage x 4 unrolled, 2 per
                 // tile, 1 in the staged 16-bit epilogue.
-                "w4a4_gemm_wg_i32" => 9,
-                _ if k.starts_with("w4a4_gemm_wg_") => 10,
+                "w4a4_gemm_wg_i32" => 13,
+                _ if k.starts_with("w4a4_gemm_wg_") => 14,
                 // The schedule (3), 1 per stage, 1 per tile.
                 _ if k.starts_with("w4a4_gemm_bm") => 5,
                 // 1 per chunk x 4 unrolled, 1 per tile.

@@ -48,20 +48,17 @@ pub const fn gemm_smem_bytes(bm: u32) -> u32 {
 pub const GEMM_WG_BM: u32 = 128;
 /// Bytes of one s8 weight tile of the `wgmma` W4A4 GEMM (128 rows x 256 k).
 pub const GEMM_WG_S8_BYTES: u32 = GEMM_BN * GEMM_BK;
-/// s8 weight tiles of the `wgmma` W4A4 GEMM: one being unpacked while the
-/// `wgmma`s of the two before it may still be in flight.
-pub const GEMM_WG_S8_TILES: u32 = 3;
-/// Staging ring stages of the `wgmma` W4A4 GEMM (three s8 tiles leave room
-/// for three).
-pub const GEMM_WG_STAGES: u32 = 3;
 
-/// Dynamic shared memory of the `wgmma` W4A4 GEMM: 1 KiB to align, the s8
-/// weight tiles, the staging ring, then the schedule of [`gemm_smem_bytes`].
+/// Dynamic shared memory of the `wgmma` W4A4 GEMM: 1 KiB to align, two s8
+/// weight tiles, the staging ring, then the schedule of [`gemm_smem_bytes`];
+/// the larger of the two tile configurations the kernel builds with
+/// (128-row tiles and a 4-stage ring, 256-row tiles and a 3-stage ring), so
+/// either runs with it.
 pub const fn gemm_wg_smem_bytes() -> u32 {
-    1024 + GEMM_WG_S8_TILES * GEMM_WG_S8_BYTES
-        + GEMM_WG_STAGES * (GEMM_WG_BM + GEMM_BN) * (GEMM_BK / 2)
-        + 3 * 4 * (GEMM_MAX_EXPERTS + 1)
-        + 4 * 32
+    let ring128 = 4 * (128 + GEMM_BN) * (GEMM_BK / 2);
+    let ring256 = 3 * (256 + GEMM_BN) * (GEMM_BK / 2);
+    let ring = if ring128 > ring256 { ring128 } else { ring256 };
+    1024 + 2 * GEMM_WG_S8_BYTES + ring + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
 }
 
 /// Bytes of one decode pipeline slot of one warp, `nt` column tiles, `mt`
