@@ -8,6 +8,7 @@
 # route decode prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
 # kernels of two shapes and the W4A4 GEMM) | exp (prefill at M = 8192 with
 # each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE) |
+# exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
 # (ncu sections on one kernel each)
 set -u
@@ -120,6 +121,14 @@ if want exp; then
     esac
     step "exp-own-for-$n" 300 "$B/moe4" "${args[@]}"
     step "exp-$n" 300 env MOE4_PTX_FILE="$f" "$B/moe4" "${args[@]}"
+    if want exp-tests && [[ "$n" == w4a4-* && "$n" == ${EXP_TEST_MATCH:-*} ]]; then
+      # The experimental W4A4 build against the CPU reference, and under
+      # the sanitizer, before it may land.
+      S=$(cuda_tool compute-sanitizer)
+      step "exp-test-w4a4-$n" 400 env MOE4_PTX_FILE="$f" "$B/test-w4a4" --test-threads=2
+      step "exp-memcheck-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool memcheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
+      step "exp-racecheck-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool racecheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
+    fi
   done
 fi
 for k in tune route decode prefill w4a4; do
