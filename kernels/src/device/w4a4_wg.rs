@@ -3,29 +3,27 @@
 //!
 //! Same schedule and epilogue as the `mma.sync` kernels ([`super::w4a4`]):
 //! a block walks `128 x 128` tiles (rows of one expert x output channels),
-//! K in stages of 256. What changes is the math and the staging:
+//! K in stages of 256 staged as packed INT4 by a 4-deep `cp.async` ring.
+//! Each thread copies exactly the 16-byte pieces it later reads itself, so
+//! a stage's data needs no barrier before use. What changes is the math:
 //!
-//! - **A** (the activations, 64 rows per warpgroup) goes from global memory
-//!   straight to registers, one stage ahead of its use ([`load_a`]), and is
-//!   unpacked to s8 (`x 16`) as the `mma.sync` kernel unpacks it: per
-//!   k-step of 32 a lane holds `lo`/`hi` of word `s` of its 16-byte slice
-//!   `t` of half `h`, the `m16n8k32` A fragment that is also `wgmma`'s.
-//! - **B** (the weights) is staged as packed INT4 by a 4-deep `cp.async`
-//!   ring, each thread copying exactly the pieces it later reads itself (so
-//!   no barrier before their use), and must be s8 in shared memory for
-//!   `wgmma`: every thread unpacks one (row, half) of a stage into one of
-//!   two s8 tiles, in the k order the A fragments imply: within k-step
-//!   `(h, s)`, 4-byte word `j` of a row holds `lo` (j < 4) or `hi` (j >= 4)
-//!   of word `s` of slice `j % 4`. Rows are 128 bytes (one half, 4 k-steps)
-//!   with the 128-byte swizzle of [`super::wgmma::desc_sw128`]; the two
-//!   halves are two such tiles.
+//! - **A** (the activations, 64 rows per warpgroup) goes from the staged
+//!   nibbles to registers, unpacked to s8 (`x 16`) as the `mma.sync` kernel
+//!   unpacks them: per k-step of 32 a lane holds `lo`/`hi` of word `s` of its
+//!   16-byte slice `t` of half `h`, the `m16n8k32` A fragment that is also
+//!   `wgmma`'s.
+//! - **B** (the weights) must be s8 in shared memory for `wgmma`: every
+//!   thread unpacks one (row, half) of a stage into one of two s8 tiles, in
+//!   the k order the A fragments imply: within k-step `(h, s)`, 4-byte word
+//!   `j` of a row holds `lo` (j < 4) or `hi` (j >= 4) of word `s` of slice
+//!   `j % 4`. Rows are 128 bytes (one half, 4 k-steps) with the 128-byte
+//!   swizzle of [`super::wgmma::desc_sw128`]; the two halves are two such
+//!   tiles.
 //!
-//! **Pipeline.** Shared-memory traffic is what bounds the kernel (per stage
-//! the `wgmma`s read 64 KiB of s8 weights, the unpacking writes 32 KiB and
-//! reads 16; a timing build without the unpacking's stores ran Mixtral's
-//! FC1 at 8192 rows in 2.0 ms instead of 3.1, docs/gpu-results.md run 33),
-//! hence the activations in registers. The unpacking runs under the tensor
-//! work: a stage issues its first
+//! **Pipeline.** This unpacking (shared-memory stores the async proxy then
+//! reads) is what bounds the kernel: a timing build without its stores ran
+//! Mixtral's FC1 at 8192 rows in 2.0 ms instead of 3.1 (docs/gpu-results.md,
+//! run 33). So it runs under the tensor work: a stage issues its first
 //! half's 4 k-steps (one commit group each, at most 4 in flight), waits
 //! until only those are in flight (the previous stage is then retired, in
 //! every warpgroup past a barrier), unpacks the next stage into the s8 tile
@@ -61,15 +59,24 @@ const BMT: u32 = 128 * MI as u32;
 /// Staging ring stages (what fits next to the two s8 tiles).
 const STAGES: u32 = if MI == 2 { 3 } else { 4 };
 
-/// Copies this thread's own 16-byte pieces of stage `kt`'s weights to the
-/// stage at `sbase` (the [`staged`] layout): those it unpacks (row `bn`,
-/// pieces `4 bh .. 4 bh + 4`). A thread reads only what it copied, so a
-/// stage needs no barrier between its copies landing and their use.
-/// Zero-filled past N and K.
+/// Copies this thread's own 16-byte pieces of stage `kt` of tile `t` to the
+/// stage at `sbase` (the [`staged`] layout): the A pieces its lane reads
+/// (rows `arow + 16 mi (+ 8)`, pieces `t`, `4 + t`) and the B pieces it
+/// unpacks (row `bn`, pieces `4 bh .. 4 bh + 4`). A thread reads only what
+/// it copied, so a stage needs no barrier between its copies landing and
+/// their use. Zero-filled past the expert's rows, N and K.
 #[inline(always)]
-unsafe fn load_b(p: &W4A4Params, tl: &Tile, kt: u32, sbase: u32, bn: u32, bh: u32) {
+unsafe fn load_own(p: &W4A4Params, tl: &Tile, kt: u32, sbase: u32, arow: u32, t: u32, bn: u32, bh: u32) {
     let kb = p.k / 2;
     let k0 = kt * (BK / 2);
+    unroll!(4 * MI, |i| {
+        let (row, part) = (arow + 16 * (i as u32 / 4) + 8 * (i as u32 % 2), 4 * ((i as u32 / 2) % 2) + t);
+        let kbyte = k0 + 16 * part;
+        let r = tl.m0 + row;
+        let ok = kbyte < kb && r < tl.r1;
+        let src = if ok { p.a + r as u64 * kb as u64 + kbyte as u64 } else { p.b };
+        cp_async16_zfill(staged(sbase, row, part), src, ok);
+    });
     let n = tl.n0 + bn;
     unroll!(4, |j| {
         let part = 4 * bh + j as u32;
@@ -78,35 +85,6 @@ unsafe fn load_b(p: &W4A4Params, tl: &Tile, kt: u32, sbase: u32, bn: u32, bh: u3
         let src = if ok { tl.b_expert + n as u64 * kb as u64 + kbyte as u64 } else { p.b };
         cp_async16_zfill(staged(sbase, BMT + bn, part), src, ok);
     });
-}
-
-/// This lane's activation words of stage `kt`, `[half][64-row tile][row
-/// arow + 16 mi (+ 8)]`: 16 bytes, k `32 t .. 32 t + 32` of the half, each.
-type ARaw = [[[[u32; 4]; 2]; MI]; 2];
-
-/// Loads [`ARaw`] of stage `kt` straight from global memory into registers
-/// (one stage ahead of its use; the activations are re-read by every
-/// column tile, so they come from L2). Going around shared memory takes a
-/// quarter of the kernel's shared-memory traffic off: the copy in and the
-/// read back, per stage 32 of ~160 KiB (run 33 found that traffic the
-/// bound). Zeros past the expert's rows and K.
-#[inline(always)]
-unsafe fn load_a(p: &W4A4Params, tl: &Tile, kt: u32, arow: u32, t: u32) -> ARaw {
-    let kb = p.k / 2;
-    let mut out = [[[[0u32; 4]; 2]; MI]; 2];
-    unroll!(2, |h| {
-        let kbyte = kt * (BK / 2) + 16 * (4 * h as u32 + t);
-        unroll!(MI, |mi| {
-            unroll!(2, |r| {
-                let row = tl.m0 + arow + 16 * mi as u32 + 8 * r as u32;
-                let ok = kbyte < kb && row < tl.r1;
-                let src = if ok { p.a + row as u64 * kb as u64 + kbyte as u64 } else { p.a };
-                let v = ldg_v4(src);
-                out[h][mi][r] = if ok { v } else { [0; 4] };
-            });
-        });
-    });
-    out
 }
 
 /// Unpacks this thread's share of stage `kt`'s weights (row `bn`, half
@@ -152,31 +130,30 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
         let mut s = 0;
         while s < STAGES {
             if s < nk {
-                load_b(p, &tl, s, ring + s * stage_bytes, bn, bh);
+                load_own(p, &tl, s, ring + s * stage_bytes, arow, t, bn, bh);
             }
             cp_async_commit();
             s += 1;
         }
-        let mut anext = load_a(p, &tl, 0, arow, t);
         // Stage 0's s8 tile.
         cp_async_wait::<{ STAGES - 1 }>();
         unpack_b(ring, s8, bn, bh);
         // One 256-k stage: its two halves of 4 k-steps (one commit group
         // each), with stage kt + 1's unpacking between them.
-        let stage = |kt: u32, acc: &mut [[[i32; 4]; 16]; MI], anext: &mut ARaw| {
+        let stage = |kt: u32, acc: &mut [[[i32; 4]; 16]; MI]| {
             let sbase = ring + (kt % STAGES) * stage_bytes;
             let sb8 = s8 + (kt % 2) * S8_BYTES;
             // Stage kt's s8 tile (every thread's share) is complete and
             // visible to the async proxy.
             wgmma::fence_proxy_async();
             sync();
-            // This stage's activations; the next stage's are loaded now.
-            let acur = *anext;
-            if kt + 1 < nk {
-                *anext = load_a(p, &tl, kt + 1, arow, t);
-            }
             unroll!(2, |h| {
-                let araw = acur[h];
+                // This lane's A words of half h, rows arow + 16 mi (+ 8).
+                let mut araw = [[[0u32; 4]; 2]; MI];
+                unroll!(MI, |mi| {
+                    araw[mi][0] = lds_v4(staged(sbase, arow + 16 * mi as u32, 4 * h as u32 + t));
+                    araw[mi][1] = lds_v4(staged(sbase, arow + 16 * mi as u32 + 8, 4 * h as u32 + t));
+                });
                 unroll!(4, |st| {
                     // At most 4 groups in flight: a step's A registers are
                     // free 4 steps later.
@@ -206,7 +183,7 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
             // This thread is done with stage kt's slot: refill it.
             let next = kt + STAGES;
             if next < nk {
-                load_b(p, &tl, next, sbase, bn, bh);
+                load_own(p, &tl, next, sbase, arow, t, bn, bh);
             }
             cp_async_commit();
         };
@@ -216,7 +193,7 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
         while kt < nk {
             unroll!(UNROLL as usize, |u| {
                 if kt + (u as u32) < nk {
-                    stage(kt + u as u32, &mut acc, &mut anext)
+                    stage(kt + u as u32, &mut acc)
                 }
             });
             kt += UNROLL;
