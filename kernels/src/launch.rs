@@ -38,10 +38,16 @@ pub const GEMM_STAGES: u32 = 4;
 /// Most experts the W4A4 schedule holds in shared memory.
 pub const GEMM_MAX_EXPERTS: u32 = 1024;
 
+/// Shared memory of the W4A4 GEMMs' schedule: per-expert tile prefix,
+/// segment starts and ends, then 32 words.
+pub const fn gemm_sched_bytes() -> u32 {
+    3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
+}
+
 /// Dynamic shared memory of a W4A4 GEMM with `bm`-row tiles: the stages,
-/// then per-expert tile prefix, segment starts and ends, then 32 words.
+/// then the schedule.
 pub const fn gemm_smem_bytes(bm: u32) -> u32 {
-    GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
+    GEMM_STAGES * (bm + GEMM_BN) * (GEMM_BK / 2) + gemm_sched_bytes()
 }
 
 /// Rows per tile of the `wgmma` W4A4 GEMM (sm_90a).
@@ -49,16 +55,38 @@ pub const GEMM_WG_BM: u32 = 128;
 /// Bytes of one s8 weight tile of the `wgmma` W4A4 GEMM (128 rows x 256 k).
 pub const GEMM_WG_S8_BYTES: u32 = GEMM_BN * GEMM_BK;
 
-/// Dynamic shared memory of the `wgmma` W4A4 GEMM: 1 KiB to align, two s8
-/// weight tiles, the staging ring, then the schedule of [`gemm_smem_bytes`];
-/// the larger of the two tile configurations the kernel builds with
-/// (128-row tiles and a 4-stage ring, 256-row tiles and a 3-stage ring), so
-/// either runs with it.
+/// Staging ring stages of the `wgmma` W4A4 GEMM with `bm`-row tiles: what
+/// fits next to its two s8 tiles (4, or 3 for the 256-row tiles of the
+/// `moe4_exp = "w4a4bm256"` build).
+pub const fn gemm_wg_stages(bm: u32) -> u32 {
+    if bm > GEMM_WG_BM {
+        3
+    } else {
+        GEMM_STAGES
+    }
+}
+
+/// Bytes of the staging ring of the `wgmma` W4A4 GEMM with `bm`-row tiles.
+pub const fn gemm_wg_ring_bytes(bm: u32) -> u32 {
+    gemm_wg_stages(bm) * (bm + GEMM_BN) * (GEMM_BK / 2)
+}
+
+/// Shared memory the `wgmma` W4A4 GEMM with `bm`-row tiles lays out: 1 KiB
+/// to align, two s8 weight tiles, the staging ring, then the schedule.
+pub const fn gemm_wg_smem_for(bm: u32) -> u32 {
+    1024 + 2 * GEMM_WG_S8_BYTES + gemm_wg_ring_bytes(bm) + gemm_sched_bytes()
+}
+
+/// Dynamic shared memory the host gives the `wgmma` W4A4 GEMM: the larger
+/// of its two tile configurations (128 and 256 rows), so either build runs
+/// with it.
 pub const fn gemm_wg_smem_bytes() -> u32 {
-    let ring128 = 4 * (128 + GEMM_BN) * (GEMM_BK / 2);
-    let ring256 = 3 * (256 + GEMM_BN) * (GEMM_BK / 2);
-    let ring = if ring128 > ring256 { ring128 } else { ring256 };
-    1024 + 2 * GEMM_WG_S8_BYTES + ring + 3 * 4 * (GEMM_MAX_EXPERTS + 1) + 4 * 32
+    let (a, b) = (gemm_wg_smem_for(GEMM_WG_BM), gemm_wg_smem_for(2 * GEMM_WG_BM));
+    if a > b {
+        a
+    } else {
+        b
+    }
 }
 
 /// Bytes of one decode pipeline slot of one warp, `nt` column tiles, `mt`

@@ -148,7 +148,7 @@ pub(super) unsafe fn locate<const BM: u32>(p: &W4A4Params, sched: u32, tile: u32
 /// `part ^ 4 (row & 1)` (the 16-byte reads of two neighbouring rows then hit
 /// disjoint banks); zero-filled past the expert's rows, N and K.
 #[inline(always)]
-pub(super) unsafe fn load_stage<const BM: u32>(p: &W4A4Params, t: &Tile, kt: u32, sbase: u32) {
+unsafe fn load_stage<const BM: u32>(p: &W4A4Params, t: &Tile, kt: u32, sbase: u32) {
     let kb = p.k / 2;
     let chunks = (BM + BN) * (BK / 32);
     let mut c = tid();

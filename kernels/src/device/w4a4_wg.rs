@@ -39,7 +39,8 @@ use super::w4a4::{
 };
 use super::wgmma;
 use crate::launch::{
-    gemm_wg_smem_bytes, GEMM_BK as BK, GEMM_BN as BN, GEMM_THREADS as THREADS, GEMM_WG_S8_BYTES as S8_BYTES,
+    gemm_wg_ring_bytes, gemm_wg_smem_bytes, gemm_wg_smem_for, gemm_wg_stages, GEMM_BK as BK, GEMM_BN as BN,
+    GEMM_THREADS as THREADS, GEMM_WG_BM, GEMM_WG_S8_BYTES as S8_BYTES,
 };
 use crate::params::W4A4Params;
 
@@ -55,9 +56,9 @@ const SMEM_BYTES: u32 = gemm_wg_smem_bytes();
 /// the weights, the kernel's bound, serves twice the multiply-adds).
 const MI: usize = if cfg!(moe4_exp = "w4a4bm256") { 2 } else { 1 };
 /// Rows per block tile.
-const BMT: u32 = 128 * MI as u32;
-/// Staging ring stages (what fits next to the two s8 tiles).
-const STAGES: u32 = if MI == 2 { 3 } else { 4 };
+const BMT: u32 = GEMM_WG_BM * MI as u32;
+/// Staging ring stages.
+const STAGES: u32 = gemm_wg_stages(BMT);
 
 /// Copies this thread's own 16-byte pieces of stage `kt` of tile `t` to the
 /// stage at `sbase` (the [`staged`] layout): the A pieces its lane reads
@@ -106,7 +107,7 @@ unsafe fn unpack_b(sbase: u32, sb8: u32, bn: u32, bh: u32) {
 #[inline(always)]
 unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
     const { assert!(S8_BYTES == 2 * HALF_BYTES && BN == 128 && BK == 256) };
-    const { assert!(STAGES * (BMT + BN) * (BK / 2) + 2 * S8_BYTES + 1024 + 3 * 4 * 1025 + 128 <= SMEM_BYTES) };
+    const { assert!(gemm_wg_smem_for(BMT) <= SMEM_BYTES) };
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
@@ -114,7 +115,7 @@ unsafe fn gemm_wg<const OUT: u32>(p: &W4A4Params) {
     // [s8 tiles: 2 x 32 KiB, 1024-aligned][staging ring][schedule]
     let s8 = (smem() + 1023) & !1023;
     let ring = s8 + 2 * S8_BYTES;
-    let sched = ring + STAGES * stage_bytes;
+    let sched = ring + gemm_wg_ring_bytes(BMT);
     let nk = p.k.div_ceil(BK);
     let total = schedule::<BMT>(p, sched);
     // This thread's share of the B unpacking: weight row `bn`, half `bh`.
@@ -224,7 +225,7 @@ const OUT_STRIDE: u32 = 272;
 /// Requires `out` 16-byte aligned (the host checks).
 #[inline(always)]
 unsafe fn epilogue_staged<const OUT: u32>(p: &W4A4Params, acc: &[[[i32; 4]; 16]; MI], tl: &Tile, stage: u32) {
-    const { assert!(STAGES * (BMT + BN) * (BK / 2) >= BMT * OUT_STRIDE) };
+    const { assert!(gemm_wg_ring_bytes(BMT) >= BMT * OUT_STRIDE) };
     let t0 = tid();
     let (warp, lane) = (t0 / 32, t0 % 32);
     let (g, t) = (lane / 4, lane % 4);
