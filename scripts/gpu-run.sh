@@ -6,8 +6,9 @@
 #   bash scripts/gpu-run.sh [PART...]   (default: all)
 # PART: tests | sanitize | tune | route | decode | prefill | w4a4 | bench (=
 # route decode prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
-# kernels of two shapes and the W4A4 GEMM) | exp (prefill at M = 8192 with
-# each experimental PTX in $BUNDLE/exp/*.ptx, loaded by MOE4_PTX_FILE) |
+# kernels of two shapes and the W4A4 GEMM) | exp (each experimental PTX in
+# $BUNDLE/exp/*.ptx[.gz], loaded by MOE4_PTX_FILE, against the bundle's own
+# on the bench its name starts with: w4a4-, decode-, else prefill) |
 # exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
 # (ncu sections on one kernel each)
