@@ -8,7 +8,8 @@
 # route decode prefill w4a4) | all (= tests sanitize bench) | profile (ncu on the prefill
 # kernels of two shapes and the W4A4 GEMM) | exp (each experimental PTX in
 # $BUNDLE/exp/*.ptx[.gz], loaded by MOE4_PTX_FILE, against the bundle's own
-# on the bench its name starts with: w4a4-, decode-, else prefill) |
+# on the bench its name starts with: w4a4-, decode-, else prefill; the
+# decode one's shapes and M from EXP_DECODE_SHAPES, EXP_DECODE_M) |
 # exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
 # (ncu sections on one kernel each)
@@ -117,7 +118,7 @@ if want exp; then
     n=$(basename "$f" .ptx)
     case "$n" in
       w4a4-*) args=(bench w4a4 --shape Mixtral-8x7B,GPT-OSS-120B --m 8192) ;;
-      decode-*) args=(bench decode --shape Qwen3-30B-A3B,DeepSeek-V3,Mixtral-8x7B --m 1,8,64) ;;
+      decode-*) args=(bench decode --shape "${EXP_DECODE_SHAPES:-Qwen3-30B-A3B,DeepSeek-V3,Mixtral-8x7B}" --m "${EXP_DECODE_M:-1,8,64}") ;;
       *) args=(bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192) ;;
     esac
     step "exp-own-for-$n" 300 "$B/moe4" "${args[@]}"

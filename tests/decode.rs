@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 const TOL: f64 = 1e-2;
 
+#[derive(Clone)]
 struct Case<'a> {
     name: String,
     m: usize,
@@ -239,6 +240,64 @@ fn sanitizer_case() {
         c.name = format!("sanitizer, NT={nt}, 64-row tasks");
         check::<bf16>(&w, &mut ws, &s, &c);
     }
+    // Whole rounds, then split ones (the ring reused across the two
+    // phases, the reduction area in the second).
+    two_phase_walk(&gpu, &s, &[(3, false, 1, 32), (1, true, 1, 32)]);
+}
+
+/// The decode FC kernels on small grids `(blocks, 8 warps, column tiles,
+/// task rows)`, so that a small layer takes several rounds per warp: whole
+/// tasks first, then the last ones split across warps (checked: both
+/// phases run, in FC1 and FC2).
+fn two_phase_walk(gpu: &Arc<Gpu>, s: &Arc<CudaStream>, grids: &[(u32, bool, usize, u32)]) {
+    use moe4_kernels::launch::{fc_split, FC_WARPS, FC_WARPS_WIDE};
+    let mut rng = Rng(77);
+    // Five tokens on five experts, one each: five groups of one pair.
+    let (e, h, i, m) = (8, 1088, 320, 5);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(gpu, s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, s, m, 1).unwrap();
+    let c = Case {
+        name: String::new(),
+        m,
+        topk: 1,
+        ids: (0..m as i32).collect(),
+        tw: (0..m).map(|t| 0.5 + t as f32 / 8.0).collect(),
+        x: rng.vec(m * h, 1.0),
+        layer: &layer,
+    };
+    for &(blocks, wide, nt, rows) in grids {
+        let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
+        // (tasks, chunks) of FC1 (2I rows, K = H) and FC2 (H rows, K = I).
+        for (tasks, nchunks) in [(5 * 2 * i as u32 / rows, h as u32 / 64), (5 * h as u32 / rows, i as u32 / 64)] {
+            let split = fc_split(tasks, nchunks, warps, blocks);
+            assert!(split.whole > 0 && split.ks > 1, "{blocks} blocks, {warps} warps: {tasks} tasks: {split:?}");
+        }
+        let d = moe4::Tuning::defaults(gpu);
+        *ws.tuning_mut() =
+            moe4::Tuning { fc_blocks: Some(blocks), wide: Some(wide), nt: Some(nt), task_rows: Some(rows), ..d };
+        let name = format!("two-phase walk, {blocks} blocks of {warps} warps, NT={nt}, {rows}-row tasks");
+        check::<bf16>(&w, &mut ws, s, &Case { name: name.clone(), ..c.clone() });
+        check::<f16>(&w, &mut ws, s, &Case { name, ..c.clone() });
+    }
+}
+
+#[test]
+fn two_phase_walk_against_the_reference() {
+    let Some(gpu) = gpu("two_phase_walk_against_the_reference") else { return };
+    let s = gpu.context().default_stream();
+    two_phase_walk(
+        &gpu,
+        &s,
+        &[
+            (3, false, 1, 32),
+            (2, false, 1, 32),
+            (5, true, 1, 32),
+            (1, true, 1, 32),
+            (3, false, 2, 64),
+            (2, false, 4, 32),
+        ],
+    );
 }
 
 /// Every kernel variant the benchmark compares computes the same layer:
@@ -267,6 +326,12 @@ fn tuning_variants_against_the_reference() {
         ("NT=4 32-row tasks", moe4::Tuning { nt: Some(4), task_rows: Some(32), ..d }),
         ("NT=4 64-row tasks", moe4::Tuning { nt: Some(4), task_rows: Some(64), ..d }),
         ("many-block routing", moe4::Tuning { route_blocks_from: Some(0), ..d }),
+        // Small grids: many rounds per warp, whole tasks then split ones.
+        ("1 block", moe4::Tuning { fc_blocks: Some(1), ..d }),
+        ("3 blocks", moe4::Tuning { fc_blocks: Some(3), ..d }),
+        ("5 blocks 8 warps", moe4::Tuning { fc_blocks: Some(5), wide: Some(true), ..d }),
+        ("7 blocks NT=2", moe4::Tuning { fc_blocks: Some(7), nt: Some(2), ..d }),
+        ("2 blocks NT=4 64-row tasks", moe4::Tuning { fc_blocks: Some(2), nt: Some(4), task_rows: Some(64), ..d }),
     ];
     for (label, t) in variants {
         for m in [1, 5, 40] {

@@ -159,6 +159,11 @@ pub struct Tuning {
     /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
     /// `None`: [`route_blocks_from`] of the layer's expert count.
     pub route_blocks_from: Option<usize>,
+    /// Blocks of the decode FC grids (`None`: as many as stay resident on
+    /// the GPU). A small grid makes a small layer take several rounds per
+    /// warp (whole rounds, then split ones: [`fc_split`]),
+    /// which the tests use to reach that walk without a full-size layer.
+    pub fc_blocks: Option<u32>,
 }
 
 impl Tuning {
@@ -174,6 +179,7 @@ impl Tuning {
             wgmma: gpu.arch().has_wgmma(),
             wgmma_cols: None,
             route_blocks_from: None,
+            fc_blocks: None,
         }
     }
 }
@@ -296,8 +302,8 @@ impl MoeWeights {
             32 * FC_WARPS_WIDE,
             fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE), 2),
         )?;
-        let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).1 as u64;
-        let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).1 as u64;
+        let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).cost as u64;
+        let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).cost as u64;
         Ok(100 * c8 < 95 * c4)
     }
 
@@ -512,8 +518,16 @@ impl MoeWeights {
         let groups_est = (active_est.round() as u32).clamp(1, (m * k) as u32);
         let (n1, smem1, threads1) = fc_kernel("1", groups_est * (2 * inter as u32 / 32), h as u32 / 64)?;
         let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
-        let grid1 = gpu.resident_blocks(&n1, threads1, smem1)?;
-        let grid2 = gpu.resident_blocks(&n2, threads2, smem2)?;
+        let fc_grid = |n: &str, threads: u32, smem: u32| -> Result<u32> {
+            let resident = gpu.resident_blocks(n, threads, smem)?;
+            Ok(if prefill || wg_cols.is_some() {
+                resident
+            } else {
+                tune.fc_blocks.map_or(resident, |b| b.clamp(1, resident))
+            })
+        };
+        let grid1 = fc_grid(&n1, threads1, smem1)?;
+        let grid2 = fc_grid(&n2, threads2, smem2)?;
         if wg_cols.is_some() {
             let perm = PermuteParams { src: x_ptr, dst: ybuf, rows: m as u32, k: h as u32 };
             let grid = ((m * h / 8) as u32).div_ceil(256).min(8 * gpu.sm_count());

@@ -118,22 +118,58 @@ pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32, mt: u32) -> u32 {
     warps * stages * fc_slot_bytes(nt, mt) + fc_red_bytes(nt, warps, mt)
 }
 
-/// How many ways a decode FC block of `warps` warps splits a task's K, and
-/// the longest queue that gives (in chunk-times of one warp; a split costs
-/// about one chunk-time per round for the reduction): the split with the
-/// shortest longest queue, for `tasks` tasks of `nchunks` chunks on
-/// `blocks` blocks. The kernels run it on the device (from the routing's
-/// task count); the host, on its estimate, to pick the kernel.
-pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> (u32, u32) {
-    let mut best = (1, u32::MAX);
-    let mut ks = 1;
-    while ks <= warps {
-        let rounds = tasks.div_ceil(blocks * (warps / ks));
-        let cost = rounds.saturating_mul(nchunks.div_ceil(ks) + (ks > 1) as u32);
-        if cost < best.1 {
-            best = (ks, cost);
+/// How a decode FC grid of `blocks` blocks of `warps` warps walks `tasks`
+/// tasks of `nchunks` chunks: first `whole` rounds in which each warp takes
+/// a whole task (the tasks below `split_from`: warp `w` of block `b` in
+/// round `r` takes task `(r x blocks + b) x warps + w`), then rounds in
+/// which groups of `ks` warps of a block share each remaining task's K
+/// (group `q` of block `b` in round `r` takes task `split_from + (r x blocks
+/// + b) x warps / ks + q`, its warp `kp` the chunks `kp, kp + ks, ..`;
+/// partial tiles summed in shared memory); `cost` is the longest queue that
+/// gives, in chunk-times of one warp (a split costs about one chunk-time
+/// per round for the reduction). See [`fc_split`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FcSplit {
+    /// Rounds of whole tasks, one per warp.
+    pub whole: u32,
+    /// Tasks taken whole: `whole x blocks x warps`.
+    pub split_from: u32,
+    /// Warps sharing each task after them (1, 2, 4 .. `warps`).
+    pub ks: u32,
+    /// The longest queue, in chunk-times.
+    pub cost: u32,
+}
+
+/// The [`FcSplit`] with the shortest longest queue: no whole rounds (every
+/// round split `ks` ways), or all but the last one or two rounds whole and
+/// only those split, so that the last, partly filled round does not leave
+/// most warps idle while a few finish whole tasks. Ties keep fewer whole
+/// rounds. The kernels run it on the device (from the routing's task
+/// count); the host, on its estimate, to pick the kernel.
+pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSplit {
+    let per_round = blocks * warps;
+    let full = tasks / per_round;
+    let mut best = FcSplit { whole: 0, split_from: 0, ks: 1, cost: u32::MAX };
+    let mut i = 0;
+    while i < 3 {
+        let whole = match i {
+            0 => 0,
+            1 => full.saturating_sub(1),
+            _ => full,
+        };
+        let split_from = whole * per_round;
+        let rest = tasks - split_from;
+        let mut ks = 1;
+        while ks <= warps {
+            let rounds = rest.div_ceil(blocks * (warps / ks));
+            let split = rounds.saturating_mul(nchunks.div_ceil(ks) + (ks > 1) as u32);
+            let cost = whole.saturating_mul(nchunks).saturating_add(split);
+            if cost < best.cost {
+                best = FcSplit { whole, split_from, ks, cost };
+            }
+            ks *= 2;
         }
-        ks *= 2;
+        i += 1;
     }
     best
 }
@@ -188,7 +224,9 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec;
 
     #[test]
     fn route_split_covers_every_pair_once() {
@@ -201,16 +239,73 @@ mod tests {
 
     #[test]
     fn split_follows_the_shortest_longest_queue() {
+        let ks_cost = |s: FcSplit| (s.ks, s.cost);
         // Qwen3 FC1 at M = 1: 384 tasks of 32 chunks on 396 8-warp blocks:
         // one task per block, its K split 8 ways.
-        assert_eq!(fc_split(384, 32, 8, 396), (8, 5));
-        // Many tasks: no split (each warp alone), no reduction cost.
-        assert_eq!(fc_split(15360, 112, 8, 396).0, 1);
+        assert_eq!(ks_cost(fc_split(384, 32, 8, 396)), (8, 5));
+        // Many tasks in whole rounds: no split, no reduction cost.
+        // (Whole rounds throughout: the same walk as no whole rounds, kept.)
+        assert_eq!(fc_split(15840, 112, 8, 396), FcSplit { whole: 0, split_from: 0, ks: 1, cost: 560 });
         // Fewer chunks than warps: never split past the chunks' use.
-        let (ks, cost) = fc_split(10, 2, 8, 396);
-        assert!(ks <= 2 && cost == 2, "{ks} {cost}");
+        let s = fc_split(10, 2, 8, 396);
+        assert!(s.ks <= 2 && s.cost == 2, "{s:?}");
         // No tasks: nothing to wait for.
-        assert_eq!(fc_split(0, 32, 4, 660).1, 0);
+        assert_eq!(fc_split(0, 32, 4, 660).cost, 0);
+        // DeepSeek-V3 FC2 at M = 16 (~22 400 tasks of 32 chunks, 792
+        // 4-warp blocks): 7 whole rounds, then the 224 left split 4 ways
+        // (224 + 9 chunk-times; every round split 2 ways: 15 x 17 = 255).
+        assert_eq!(fc_split(22400, 32, 4, 792), FcSplit { whole: 7, split_from: 7 * 3168, ks: 4, cost: 233 });
+        // Never worse than splitting every round alike.
+        for (tasks, nchunks, warps, blocks) in
+            [(12800u32, 112u32, 4u32, 792u32), (1024, 224, 8, 396), (4500, 45, 4, 792)]
+        {
+            let mut ks = 1;
+            while ks <= warps {
+                let alike = tasks.div_ceil(blocks * (warps / ks)) * (nchunks.div_ceil(ks) + (ks > 1) as u32);
+                assert!(fc_split(tasks, nchunks, warps, blocks).cost <= alike);
+                ks *= 2;
+            }
+        }
+    }
+
+    #[test]
+    fn walk_covers_every_task_and_chunk_once() {
+        for (tasks, nchunks, warps, blocks) in [
+            (0u32, 4u32, 4u32, 3u32),
+            (1, 4, 4, 3),
+            (7, 5, 4, 3),
+            (40, 9, 4, 3),
+            (97, 7, 8, 5),
+            (300, 3, 8, 2),
+            (1000, 12, 4, 7),
+        ] {
+            let s = fc_split(tasks, nchunks, warps, blocks);
+            assert_eq!(s.split_from, s.whole * blocks * warps);
+            assert!(s.split_from <= tasks && s.ks.is_power_of_two() && s.ks <= warps);
+            let mut seen = vec![0u32; (tasks * nchunks) as usize];
+            // The kernel's walk (fc.rs): whole rounds, then split rounds.
+            let mut mark = |task: u32, kp: u32, ks: u32| {
+                let mut c = kp;
+                while c < nchunks {
+                    seen[(task * nchunks + c) as usize] += 1;
+                    c += ks;
+                }
+            };
+            for b in 0..blocks {
+                for w in 0..warps {
+                    for r in 0..s.whole {
+                        mark((r * blocks + b) * warps + w, 0, 1);
+                    }
+                    let (q, kp, g) = (w / s.ks, w % s.ks, warps / s.ks);
+                    let mut task = s.split_from + b * g + q;
+                    while task < tasks {
+                        mark(task, kp, s.ks);
+                        task += blocks * g;
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{tasks} {nchunks} {warps} {blocks} {s:?}");
+        }
     }
 
     #[test]

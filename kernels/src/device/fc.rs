@@ -8,13 +8,17 @@
 //! copies and reads once for both, which halves the shared-memory traffic
 //! per weight that bound the four-column-tile kernels); the number
 //! of tasks is read on the device from the routing output, so nothing waits
-//! for the host. A block's `WB` warps form groups of `KS` (1, 2, 4 or 8,
-//! chosen on the device by [`crate::launch::fc_split`]: the split with the
-//! shortest longest queue). Each group takes one task per round, its warps
-//! the chunks `kp, kp + KS, ...`; with `KS > 1` the partial tiles are summed
-//! in shared memory in `kp` order (a fixed order: the output is the same
-//! bit for bit on every run) and the group's first warp runs the epilogue.
-//! Small batches split K (few tasks, many warps); large ones do not.
+//! for the host. The grid works in two phases ([`crate::launch::fc_split`],
+//! chosen on the device: the walk with the shortest longest queue): first
+//! `whole` rounds in which each warp takes a whole task, then rounds in
+//! which a block's `WB` warps form groups of `KS` (1, 2, 4 or 8) that each
+//! take one task, its warps the chunks `kp, kp + KS, ...`; with `KS > 1`
+//! the partial tiles are summed in shared memory in `kp` order (a fixed
+//! order: the output is the same bit for bit on every run) and the group's
+//! first warp runs the epilogue. Small batches split every round (few
+//! tasks, many warps); large ones only the last one or two, so that a
+//! partly filled last round does not leave most warps idle behind a few
+//! whole tasks.
 //!
 //! **Pipeline.** Each warp owns a ring of `S` shared-memory slots. A slot
 //! holds one chunk ([`crate::tile`]): per lane and layout task, its 2 x 16
@@ -397,11 +401,9 @@ unsafe fn prefetch_first<const MT: usize>(p: &FcParams, plan: &Plan, task: u32, 
     });
 }
 
-/// The kernel body. A block's `WB` warps form `WB / KS` groups of `KS`;
-/// in round `r`, group `q` of block `b` takes task `(r * blocks + b) * groups
-/// + q` and its warp `kp` the chunks `kp, kp + KS, ...`; with `KS > 1` the
-/// group's partial tiles are summed in shared memory in `kp` order (a fixed
-/// order) and its warp 0 runs the epilogue.
+/// The kernel body: the whole rounds of the split (each warp one task:
+/// [`phase`] with `KS = 1` over the tasks below `split_from`), then the
+/// split rounds over the rest.
 #[inline(always)]
 unsafe fn fc<
     const FC1: bool,
@@ -420,24 +422,70 @@ unsafe fn fc<
     if FC1 {
         griddep_wait();
     }
-    let (warp, lane) = (tid() / 32, tid() % 32);
+    let warp = tid() / 32;
     let groups = ldg_u32_coherent(p.n_active + 4);
     // Rows are a multiple of 64: a whole number of 64-row tasks.
     let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
-    let ks = fc_split(plan.tasks, plan.nchunks, WB, gdim()).0;
+    let split = fc_split(plan.tasks, plan.nchunks, WB, gdim());
+    // A power of two up to 8, which the compiler must see: divisions by
+    // `ks` then become shifts (as a plain runtime value, they cost 10-90
+    // registers in the loop).
+    let ks = 1u32 << (split.ks.trailing_zeros() & 3);
     let (q, kp) = (warp / ks, warp % ks);
-    let tstep = gdim() * (WB / ks);
-    let first = bid() * (WB / ks) + q;
+    // This warp's first task and step in each phase.
+    let (first1, step1) = (bid() * WB + warp, gdim() * WB);
+    let (first2, step2) = (split.split_from + bid() * (WB / ks) + q, gdim() * (WB / ks));
     if !FC1 {
-        prefetch_first::<MT>(p, &plan, first, kp, ks);
+        if split.whole > 0 {
+            prefetch_first::<MT>(p, &plan, first1, 0, 1);
+        } else {
+            prefetch_first::<MT>(p, &plan, first2, kp, ks);
+        }
         griddep_wait();
     }
     griddep_launch_dependents();
     if plan.tasks == 0 {
         return;
     }
+    if split.whole > 0 {
+        // The whole rounds see only their own tasks.
+        let whole = Plan { tasks: split.split_from, ..plan };
+        phase::<FC1, BF16, NT, MT, WB, S, LD>(p, &whole, first1, warp, 0, 1, step1);
+    }
+    phase::<FC1, BF16, NT, MT, WB, S, LD>(p, &plan, first2, q, kp, ks, step2);
+}
 
+/// One phase of the kernel: this warp (warp `kp` of group `q` of its block,
+/// groups of `ks`) takes tasks `first, first + tstep, ...` below
+/// `plan.tasks`, in each the chunks `kp, kp + ks, ...`; with `ks > 1` the
+/// group's partial tiles are summed in shared memory in `kp` order (a fixed
+/// order) and its warp 0 runs the epilogue. Starts and ends with this
+/// warp's ring empty (every copy it issues is of a chunk it reads).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn phase<
+    const FC1: bool,
+    const BF16: bool,
+    const NT: usize,
+    const MT: usize,
+    const WB: u32,
+    const S: u32,
+    const LD: bool,
+>(
+    p: &FcParams,
+    plan: &Plan,
+    first: u32,
+    q: u32,
+    kp: u32,
+    ks: u32,
+    tstep: u32,
+) {
+    let plan = *plan;
+    // Again here: the caller's hint does not always carry through (without
+    // it the 8-warp FC2 kernels spill).
+    let ks = 1u32 << (ks.trailing_zeros() & 3);
+    let (warp, lane) = (tid() / 32, tid() % 32);
     let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
     let red = smem() + WB * S * slot_bytes;
     let ring = smem() + warp * S * slot_bytes;
