@@ -9,7 +9,8 @@
 # kernels of two shapes and the W4A4 GEMM) | exp (each experimental PTX in
 # $BUNDLE/exp/*.ptx[.gz], loaded by MOE4_PTX_FILE, against the bundle's own
 # on the bench its name starts with: w4a4-, decode-, else prefill; the
-# decode one's shapes and M from EXP_DECODE_SHAPES, EXP_DECODE_M) |
+# decode one's shapes and M from EXP_DECODE_SHAPES, EXP_DECODE_M; each
+# pair EXP_REPEAT times, alternating: the card drifts by a few per cent) |
 # exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
 # (ncu sections on one kernel each)
@@ -121,8 +122,11 @@ if want exp; then
       decode-*) args=(bench decode --shape "${EXP_DECODE_SHAPES:-Qwen3-30B-A3B,DeepSeek-V3,Mixtral-8x7B}" --m "${EXP_DECODE_M:-1,8,64}") ;;
       *) args=(bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192) ;;
     esac
-    step "exp-own-for-$n" 300 "$B/moe4" "${args[@]}"
-    step "exp-$n" 300 env MOE4_PTX_FILE="$f" "$B/moe4" "${args[@]}"
+    for r in $(seq "${EXP_REPEAT:-1}"); do
+      sfx=$([ "${EXP_REPEAT:-1}" = 1 ] || echo "-r$r")
+      step "exp-own-for-$n$sfx" 300 "$B/moe4" "${args[@]}"
+      step "exp-$n$sfx" 300 env MOE4_PTX_FILE="$f" "$B/moe4" "${args[@]}"
+    done
     if want exp-tests && [[ "$n" == w4a4-* && "$n" == ${EXP_TEST_MATCH:-*} ]]; then
       # The experimental W4A4 build against the CPU reference, and under
       # the sanitizer, before it may land.

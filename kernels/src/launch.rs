@@ -158,10 +158,12 @@ pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSp
             _ => full,
         };
         let split_from = whole * per_round;
-        let rest = tasks - split_from;
+        // Tasks per block in the split rounds: one division per walk (the
+        // kernels run this first thing; ceil(ceil(a / b) / c) = ceil(a / bc)).
+        let per_block = (tasks - split_from).div_ceil(blocks);
         let mut ks = 1;
         while ks <= warps {
-            let rounds = rest.div_ceil(blocks * (warps / ks));
+            let rounds = per_block.div_ceil(warps / ks);
             let split = rounds.saturating_mul(nchunks.div_ceil(ks) + (ks > 1) as u32);
             let cost = whole.saturating_mul(nchunks).saturating_add(split);
             if cost < best.cost {
