@@ -150,8 +150,11 @@ pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSp
     let per_round = blocks * warps;
     let full = tasks / per_round;
     let mut best = FcSplit { whole: 0, split_from: 0, ks: 1, cost: u32::MAX };
+    // Fewer tasks than warps (small batches, where this prologue is a
+    // good part of a warp's work): the one walk without whole rounds.
+    let walks = if full == 0 { 1 } else { 3 };
     let mut i = 0;
-    while i < 3 {
+    while i < walks {
         let whole = match i {
             0 => 0,
             1 => full.saturating_sub(1),

@@ -221,12 +221,6 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("moe_fc1_f16_nt1_w8", 256, 3),
     ("moe_fc2_bf16_nt1_w8", 256, 3),
     ("moe_fc2_f16_nt1_w8", 256, 3),
-    // The 4-warp one-tile kernels: 6 blocks per SM (80 registers), which
-    // their shared memory allows; ptxas alone takes 82-84 for FC1 (5).
-    ("moe_fc1_bf16_nt1", 128, 6),
-    ("moe_fc1_f16_nt1", 128, 6),
-    ("moe_fc2_bf16_nt1", 128, 6),
-    ("moe_fc2_f16_nt1", 128, 6),
 ];
 
 /// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's
