@@ -269,7 +269,8 @@ pub fn decode_variants(
 /// The decode variants `moe4 bench tune` compares, against the defaults
 /// `d`: without programmatic launch, the 4- and 8-warp kernels, loads only,
 /// the first 1/2/3 launches alone (route, + FC1, + FC2), one, two and four
-/// column tiles, and two or four with 32- and 64-row tasks.
+/// column tiles, two or four with 32- and 64-row tasks, and the FC grids
+/// cut to 2 and 1 blocks per SM (132-SM H200: 264, 132 blocks).
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -287,6 +288,8 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("NT=2 r64", Some(Tuning { nt: Some(2), task_rows: Some(64), ..d })),
         ("NT=4 r32", Some(Tuning { nt: Some(4), task_rows: Some(32), ..d })),
         ("NT=4 r64", Some(Tuning { nt: Some(4), task_rows: Some(64), ..d })),
+        ("264 blocks", Some(Tuning { fc_blocks: Some(264), ..d })),
+        ("132 blocks", Some(Tuning { fc_blocks: Some(132), ..d })),
     ]
 }
 
