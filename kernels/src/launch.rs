@@ -150,16 +150,23 @@ pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSp
     let per_round = blocks * warps;
     let full = tasks / per_round;
     let mut best = FcSplit { whole: 0, split_from: 0, ks: 1, cost: u32::MAX };
-    // Fewer tasks than warps (small batches, where this prologue is a
-    // good part of a warp's work): the one walk without whole rounds.
-    let walks = if full == 0 { 1 } else { 3 };
+    // The candidates 0, full - 1, full do not decrease; with fewer than two
+    // full rounds some repeat the one before (with fewer tasks than warps,
+    // all three are 0). Each is walked once: the kernels run this first
+    // thing, a good part of a warp's work in small batches.
+    let mut last = u32::MAX;
     let mut i = 0;
-    while i < walks {
+    while i < 3 {
         let whole = match i {
             0 => 0,
             1 => full.saturating_sub(1),
             _ => full,
         };
+        i += 1;
+        if whole == last {
+            continue;
+        }
+        last = whole;
         let split_from = whole * per_round;
         // Tasks per block in the split rounds: one division per walk (the
         // kernels run this first thing; ceil(ceil(a / b) / c) = ceil(a / bc)).
@@ -174,7 +181,6 @@ pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSp
             }
             ks *= 2;
         }
-        i += 1;
     }
     best
 }
