@@ -118,11 +118,18 @@ fn skewed_and_degenerate_routing() {
     let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
     let topk = 8;
     let mut ws = Workspace::new(&w, &s, 256, topk).unwrap();
-    // Both routings: one block (the default at these sizes) and many
-    // (forced; M = 256 spreads expert 5's pairs over two blocks).
-    for route_blocks_from in [usize::MAX, 0] {
-        ws.tuning_mut().route_blocks_from = Some(route_blocks_from);
-        let many = if route_blocks_from == 0 { ", many-block routing" } else { "" };
+    // The three routings: in the FC kernels' shared memory (the default up
+    // to FC_ROUTE_MAX_PAIRS pairs; one column tile forced, so that one
+    // expert's pairs fill several groups), one block, and many (forced; M =
+    // 256 spreads expert 5's pairs over two blocks).
+    let d = moe4::Tuning::defaults(&gpu);
+    let routings = [
+        (", routed in the FC kernels", moe4::Tuning { nt: Some(1), ..d }),
+        (", one-block routing", moe4::Tuning { fc_route_pairs: Some(0), route_blocks_from: Some(usize::MAX), ..d }),
+        (", many-block routing", moe4::Tuning { fc_route_pairs: Some(0), route_blocks_from: Some(0), ..d }),
+    ];
+    for (many, tuning) in routings {
+        *ws.tuning_mut() = tuning;
         // Every token on one expert (k slots all the same expert: 8 * M
         // pairs on expert 5, more than one column-tile group).
         for m in [1, 7, 64, 256] {
@@ -143,15 +150,20 @@ fn skewed_and_degenerate_routing() {
         c.ids.iter_mut().for_each(|id| *id = -1);
         let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
         assert!(got.iter().all(|&v| v == 0.0));
-        // Out-of-range ids: skipped like -1, counted, no fault.
-        ws.reset_invalid_id_count(&s).unwrap();
-        let mut c = case(&mut rng, &layer, &format!("out-of-range ids{many}"), 33, topk);
-        let bad = [(0usize, 32i32), (3, 1000), (9, -2), (40, i32::MIN), (77, i32::MAX), (100, 65536)];
-        for &(p, v) in &bad {
-            c.ids[p] = v;
+        // Out-of-range ids: skipped like -1, counted, no fault (M = 7:
+        // 56 pairs, routed in the FC kernels by default; M = 33: 264).
+        for m in [7, 33] {
+            ws.reset_invalid_id_count(&s).unwrap();
+            let mut c = case(&mut rng, &layer, &format!("out-of-range ids{many}"), m, topk);
+            let bad = [(0usize, 32i32), (3, 1000), (9, -2), (40, i32::MIN), (55, i32::MAX), (100, 65536)];
+            let bad: Vec<_> = bad.iter().filter(|(p, _)| *p < m * topk).collect();
+            c.ids[1] = -1;
+            for &&(p, v) in &bad {
+                c.ids[p] = v;
+            }
+            check::<bf16>(&w, &mut ws, &s, &c);
+            assert_eq!(ws.invalid_id_count(&s).unwrap(), bad.len() as u64, "M={m}{many}");
         }
-        check::<bf16>(&w, &mut ws, &s, &c);
-        assert_eq!(ws.invalid_id_count(&s).unwrap(), bad.len() as u64);
     }
     // Too many tokens is an error, not a fault.
     let c = case(&mut rng, &layer, "over capacity", 257, topk);
@@ -197,6 +209,24 @@ fn graph_replay_equals_eager_bit_for_bit() {
             );
         }
     }
+    // 8 tokens (48 pairs): routed in the FC kernels' shared memory.
+    *ws.tuning_mut() = moe4::Tuning::defaults(&gpu);
+    let c = case(&mut rng, &layer, "graph", 8, 6);
+    let x = s.clone_htod(&c.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let mut eager = s.alloc_zeros::<bf16>(8 * 1024).unwrap();
+    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut eager.as_view_mut()).unwrap();
+    let eager = s.clone_dtoh(&eager).unwrap();
+    let mut out = s.clone_htod(&vec![bf16::NAN; 8 * 1024]).unwrap();
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+    let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
+    for rep in 0..3 {
+        graph.launch().unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(diff, 0, "M=8 routed in the FC kernels, replay {rep}: {diff} outputs differ from eager");
+    }
     unsafe { ctx.enable_event_tracking() };
 }
 
@@ -230,6 +260,10 @@ fn sanitizer_case() {
     let mut c = case(&mut rng, &layer, "sanitizer", 9, 4);
     c.ids[3] = -1;
     c.ids[5] = 77;
+    // 36 pairs: routed in the FC kernels' shared memory by default.
+    check::<bf16>(&w, &mut ws, &s, &c);
+    ws.tuning_mut().fc_route_pairs = Some(0);
+    c.name = "sanitizer, one-block routing".into();
     check::<bf16>(&w, &mut ws, &s, &c);
     ws.tuning_mut().route_blocks_from = Some(0);
     c.name = "sanitizer, many-block routing".into();
@@ -326,6 +360,8 @@ fn tuning_variants_against_the_reference() {
         ("NT=4 32-row tasks", moe4::Tuning { nt: Some(4), task_rows: Some(32), ..d }),
         ("NT=4 64-row tasks", moe4::Tuning { nt: Some(4), task_rows: Some(64), ..d }),
         ("many-block routing", moe4::Tuning { route_blocks_from: Some(0), ..d }),
+        ("one-block routing", moe4::Tuning { fc_route_pairs: Some(0), ..d }),
+        ("FC routing up to 8 pairs", moe4::Tuning { fc_route_pairs: Some(8), ..d }),
         // Small grids: many rounds per warp, whole tasks then split ones.
         ("1 block", moe4::Tuning { fc_blocks: Some(1), ..d }),
         ("3 blocks", moe4::Tuning { fc_blocks: Some(3), ..d }),

@@ -268,9 +268,11 @@ pub fn decode_variants(
 
 /// The decode variants `moe4 bench tune` compares, against the defaults
 /// `d`: without programmatic launch, the 4- and 8-warp kernels, loads only,
-/// the first 1/2/3 launches alone (route, + FC1, + FC2), one, two and four
-/// column tiles, two or four with 32- and 64-row tasks, and the FC grids
-/// cut to 2 and 1 blocks per SM (132-SM H200: 264, 132 blocks).
+/// the first 1/2/3 launches alone (route, + FC1, + FC2; where the FC
+/// kernels route the pairs themselves, "route" launches nothing), one, two
+/// and four column tiles, two or four with 32- and 64-row tasks, and the
+/// routing kernel instead of the FC kernels' own routing (whole layer, and
+/// route + FC1).
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -288,8 +290,8 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("NT=2 r64", Some(Tuning { nt: Some(2), task_rows: Some(64), ..d })),
         ("NT=4 r32", Some(Tuning { nt: Some(4), task_rows: Some(32), ..d })),
         ("NT=4 r64", Some(Tuning { nt: Some(4), task_rows: Some(64), ..d })),
-        ("264 blocks", Some(Tuning { fc_blocks: Some(264), ..d })),
-        ("132 blocks", Some(Tuning { fc_blocks: Some(132), ..d })),
+        ("route kernel", Some(Tuning { fc_route_pairs: Some(0), ..d })),
+        ("route kernel+FC1", Some(Tuning { fc_route_pairs: Some(0), launches: 2, ..d })),
     ]
 }
 
@@ -585,7 +587,7 @@ pub fn route(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize
         let mut out = stream.alloc_zeros::<bf16>(m * 64)?;
         let mut time = |from: usize, ws: &mut Workspace| -> Result<f64> {
             let t = ws.tuning_mut();
-            (t.launches, t.route_blocks_from) = (1, Some(from));
+            (t.launches, t.route_blocks_from, t.fc_route_pairs) = (1, Some(from), Some(0));
             let ms = time_ms(stream, 2, 9, || {
                 for _ in 0..20 {
                     w.forward(ws, stream, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut())?;

@@ -57,6 +57,7 @@ pub use moe::{
     decode_task_rows, route_blocks_from, ForwardPath, Tuning, Workspace, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK,
     PREFILL_CROSSOVER, ROUTE_BLOCKS_FROM, ROUTE_BLOCKS_FROM_FEW_EXPERTS, WIDE_PREFILL_PAIRS,
 };
+pub use moe4_kernels::launch::FC_ROUTE_MAX_PAIRS;
 pub use ptx::Arch;
 pub use reference::Activation;
 pub use w4a4::{GemmArgs, W4A4};

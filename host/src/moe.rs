@@ -1,7 +1,8 @@
 //! The MoE layer's forward pass on the GPU, and its [`Workspace`].
 //!
-//! `forward` is four launches (two more for the many-block routing, one
-//! more on the `wgmma` prefill path) on the caller's stream, nothing else:
+//! `forward` is four launches (three for up to [`FC_ROUTE_MAX_PAIRS`]
+//! pairs on one column tile, two more for the many-block routing, one more
+//! on the `wgmma` prefill path) on the caller's stream, nothing else:
 //! no allocation, no host synchronization, no device-to-host copy, so a
 //! server can capture it in a CUDA graph (with cudarc's event tracking
 //! off, as for any capture):
@@ -9,7 +10,10 @@
 //! 1. `moe_route` — pairs grouped by expert, on the device (counting, any
 //!    number of pairs; from [`ROUTE_BLOCKS_FROM`] pairs on many blocks:
 //!    `moe_route_count`, `_scan`, `_scatter`); on the `wgmma` prefill path
-//!    also `moe_permute_x` (x in the k order that kernel reads);
+//!    also `moe_permute_x` (x in the k order that kernel reads); skipped
+//!    for small batches (up to [`FC_ROUTE_MAX_PAIRS`] pairs, one column
+//!    tile), where every block of the `_rt` FC kernels routes the pairs
+//!    itself in shared memory (no atomics: slots by expert and pair index);
 //! 2. FC1 + the gated activation into `h` (16-bit);
 //! 3. FC2 x alpha2 x routing weight into `y` (f32);
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
@@ -30,7 +34,8 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
-    FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
+    ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -164,6 +169,10 @@ pub struct Tuning {
     /// warp (whole rounds, then split ones: [`fc_split`]),
     /// which the tests use to reach that walk without a full-size layer.
     pub fc_blocks: Option<u32>,
+    /// Most pairs (M x top-k) the decode FC kernels route themselves, in
+    /// each block's shared memory, instead of after a routing launch (one
+    /// column tile only); `None`: [`FC_ROUTE_MAX_PAIRS`]; `Some(0)`: never.
+    pub fc_route_pairs: Option<u32>,
 }
 
 impl Tuning {
@@ -180,6 +189,7 @@ impl Tuning {
             wgmma_cols: None,
             route_blocks_from: None,
             fc_blocks: None,
+            fc_route_pairs: None,
         }
     }
 }
@@ -398,6 +408,20 @@ impl MoeWeights {
         } else {
             None
         };
+        // Small batches: the FC kernels route the pairs themselves (no
+        // routing launch; one column tile, the decode kernels).
+        let fc_route_max = match tune.fc_route_pairs {
+            Some(n) if n > FC_ROUTE_MAX_PAIRS => {
+                return Err(unsupported(
+                    "pairs the FC kernels route",
+                    n,
+                    format!("must be at most {FC_ROUTE_MAX_PAIRS}"),
+                ))
+            }
+            Some(n) => n,
+            None => FC_ROUTE_MAX_PAIRS,
+        };
+        let route_in_fc = !prefill && nt == 1 && pairs <= fc_route_max;
         let route = RouteParams {
             topk_ids: ids_ptr,
             topk_weights: tw_ptr,
@@ -419,7 +443,9 @@ impl MoeWeights {
             hist: 0,
         };
         let smem = route_smem_bytes(e as u32);
-        if (m * k) >= tune.route_blocks_from.unwrap_or_else(|| route_blocks_from(e)) {
+        if route_in_fc {
+            // Routed in FC1 and FC2.
+        } else if (m * k) >= tune.route_blocks_from.unwrap_or_else(|| route_blocks_from(e)) {
             let (blocks, chunk) = route_split(pairs);
             let route = RouteParams { chunk, hist: route_hist, ..route };
             // SAFETY: the buffers were checked above to hold what RouteParams
@@ -460,6 +486,10 @@ impl MoeWeights {
             groups,
             group_rows,
             group_w,
+            route_pairs: if route_in_fc { pairs } else { 0 },
+            n_experts: e as u32,
+            topk_ids: ids_ptr,
+            invalid_count: invalid,
             ..Default::default()
         };
         // The wgmma FC1 reads x in the wgmma k order: a permuted copy in y's
@@ -508,8 +538,9 @@ impl MoeWeights {
                 ""
             };
             let mt = if rows64 { 4 } else { 2 };
-            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps), mt);
-            Ok((format!("moe_fc{fc}_{}_nt{nt}{suffix}", T::NAME), smem, 32 * warps))
+            let (rt, routing) = if route_in_fc { ("_rt", FC_ROUTE_BYTES) } else { ("", 0) };
+            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps), mt) + routing;
+            Ok((format!("moe_fc{fc}_{}_nt{nt}{suffix}{rt}", T::NAME), smem, 32 * warps))
         };
         // Tasks (column groups x 32-row blocks) if every active expert has
         // one group, with as many active experts as uniform routing gives
@@ -536,7 +567,9 @@ impl MoeWeights {
             unsafe { gpu.launch_dependent(stream, "moe_permute_x", grid, 256, 0, perm, tune.pdl)? };
         }
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
-        // rows; x/out/ids/weights lengths were checked.
+        // rows; x/out/ids/weights lengths were checked; the `_rt` kernels
+        // get `pairs <= FC_ROUTE_MAX_PAIRS` (at most their 128 or 256
+        // threads) and FC_ROUTE_BYTES more shared memory.
         unsafe {
             gpu.launch_dependent(stream, &n1, grid1, threads1, smem1, fc1, tune.pdl)?;
             if tune.launches <= 2 {

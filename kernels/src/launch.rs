@@ -197,6 +197,35 @@ pub const fn fc_red_bytes(nt: u32, warps: u32, mt: u32) -> u32 {
     (warps - 1) * fc_partial_words(nt, mt) * 32 * 4
 }
 
+/// Most (M x top-k) pairs a decode FC kernel routes itself in its own
+/// shared memory (the `_rt` kernels, [`crate::params::FcParams::route_pairs`]):
+/// beyond that its two passes over the pairs (each thread compares its
+/// pair with every other) would cost more than the routing launch they
+/// replace. At most the threads of a block (128).
+pub const FC_ROUTE_MAX_PAIRS: u32 = 64;
+/// Pairs per column group of the `_rt` kernels (one column tile).
+pub const FC_ROUTE_GROUP: u32 = 8;
+/// The `_rt` kernels' routing tables, at the start of their shared memory
+/// (byte offsets): the active-expert and column-group counts (16 B), per
+/// pair its expert and flags, per column group (at most one per pair) its
+/// record (expert, first slot, pairs, 0), pairs and routing weights; the
+/// kernel's own shared memory follows at [`FC_ROUTE_BYTES`].
+pub const FC_RT_COUNTS: u32 = 0;
+/// See [`FC_RT_COUNTS`].
+pub const FC_RT_IDS: u32 = 16;
+/// See [`FC_RT_COUNTS`].
+pub const FC_RT_FLAGS: u32 = FC_RT_IDS + 4 * FC_ROUTE_MAX_PAIRS;
+/// See [`FC_RT_COUNTS`].
+pub const FC_RT_GROUPS: u32 = FC_RT_FLAGS + 4 * FC_ROUTE_MAX_PAIRS;
+/// See [`FC_RT_COUNTS`].
+pub const FC_RT_ROWS: u32 = FC_RT_GROUPS + 16 * FC_ROUTE_MAX_PAIRS;
+/// See [`FC_RT_COUNTS`].
+pub const FC_RT_WEIGHTS: u32 = FC_RT_ROWS + 4 * FC_ROUTE_GROUP * FC_ROUTE_MAX_PAIRS;
+/// Bytes of the `_rt` kernels' routing tables (a multiple of 16: the
+/// `cp.async` slots after them stay aligned).
+pub const FC_ROUTE_BYTES: u32 = FC_RT_WEIGHTS + 4 * FC_ROUTE_GROUP * FC_ROUTE_MAX_PAIRS;
+const _: () = assert!(FC_ROUTE_BYTES.is_multiple_of(16));
+
 /// Dynamic shared memory of the routing kernel: counts, first slots,
 /// cursors and first groups per expert, then the scan's 96 words.
 pub const fn route_smem_bytes(experts: u32) -> u32 {

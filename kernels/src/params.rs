@@ -117,8 +117,18 @@ pub struct FcParams {
     pub limit: f32,
     /// GPT-OSS sigmoid alpha.
     pub act_alpha: f32,
-    /// Padding.
-    pub pad: [u32; 2],
+    /// The `_rt` decode kernels: each block routes these (M x top-k) pairs
+    /// itself (at most [`crate::launch::FC_ROUTE_MAX_PAIRS`]), from
+    /// `topk_ids`, into tables in its own shared memory, and does not read
+    /// `groups`, `group_rows`, `group_w`, `n_active`. Unused by the others.
+    pub route_pairs: u32,
+    /// `_rt` kernels: experts (ids outside `0..n_experts` are skipped).
+    pub n_experts: u32,
+    /// `_rt` kernels: `i32 [pairs]` expert ids.
+    pub topk_ids: u64,
+    /// `_rt` kernels: the counter of out-of-range ids (not -1), which
+    /// FC1's block 0 adds to.
+    pub invalid_count: u64,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

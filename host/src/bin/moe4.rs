@@ -265,7 +265,18 @@ fn bench_cmd(args: &[String]) -> Res {
         let variants = bench::tune_variants(moe4::Tuning::defaults(&gpu));
         let labels: Vec<&str> = variants.iter().map(|v| v.0).collect();
         let mut all = Vec::new();
-        for (name, ms) in points {
+        // --shape / --m: those shapes (any of SHAPES) at those M instead.
+        let chosen: Vec<(&str, Vec<usize>)> = if shape_filter.is_some() || m_filter.is_some() {
+            let names: Vec<&str> = if shape_filter.is_some() {
+                shapes.iter().map(|s| s.name).collect()
+            } else {
+                points.iter().map(|p| p.0).collect()
+            };
+            names.into_iter().map(|n| (n, sizes(vec![1, 8, 64]))).collect()
+        } else {
+            points.iter().map(|(n, ms)| (*n, ms.to_vec())).collect()
+        };
+        for (name, ms) in &chosen {
             let s = bench::SHAPES.iter().find(|s| s.name == *name).expect("shape");
             let r = bench::decode_variants(&gpu, &stream, *s, ms, copy, &variants)?;
             for (l, x) in &r {

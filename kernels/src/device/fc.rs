@@ -52,10 +52,20 @@
 //! after it) and then let the next kernel launch. Before its wait, FC2 asks
 //! L2 for the first weights it will stream (they do not depend on FC1),
 //! using the tail of FC1.
+//!
+//! **Routing in the block (`_rt`).** For small batches (at most
+//! [`crate::launch::FC_ROUTE_MAX_PAIRS`] pairs, one column tile) there is
+//! no routing launch: every block of FC1 and of FC2 groups the pairs by
+//! expert itself, into tables at the start of its shared memory
+//! ([`route_in_block`]), and reads them from there; FC2 does it before its
+//! wait, overlapping FC1's tail, as it reads only the layer's inputs.
 
 use super::arch::*;
+use super::route::route_in_block;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
-use crate::launch::{fc_partial_words, fc_slot_bytes, fc_split};
+use crate::launch::{
+    fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS, FC_RT_WEIGHTS,
+};
 use crate::params::{ActKind, FcParams};
 use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
@@ -200,16 +210,28 @@ struct Rec<const NT: usize> {
     pairs: [u32; NT],
 }
 
+/// A word of a routing table: at `global` (from the routing kernels) or,
+/// in the `_rt` kernels (`RT`), the block's own copy at `smem() + rt` (from
+/// [`route_in_block`]).
 #[inline(always)]
-unsafe fn load_rec<const NT: usize>(p: &FcParams, plan: &Plan, task: u32) -> Rec<NT> {
+unsafe fn table<const RT: bool>(global: u64, rt: u32) -> u32 {
+    if RT {
+        lds(smem() + rt)
+    } else {
+        ldg_u32_coherent(global)
+    }
+}
+
+#[inline(always)]
+unsafe fn load_rec<const NT: usize, const RT: bool>(p: &FcParams, plan: &Plan, task: u32) -> Rec<NT> {
     let mut r = Rec { e: 0, pairs: [u32::MAX; NT] };
     if task < plan.tasks {
         let gi = task / plan.tpe;
         let g = (tid() % 32) / 4;
-        r.e = ldg_u32_coherent(p.groups + 16 * gi as u64);
+        r.e = table::<RT>(p.groups + 16 * gi as u64, FC_RT_GROUPS + 16 * gi);
         unroll!(NT, |j| {
-            let col = 8 * j as u32 + g;
-            r.pairs[j] = ldg_u32_coherent(p.group_rows + 4 * (gi * 8 * NT as u32 + col) as u64);
+            let col = gi * 8 * NT as u32 + 8 * j as u32 + g;
+            r.pairs[j] = table::<RT>(p.group_rows + 4 * col as u64, FC_RT_ROWS + 4 * col);
         });
     }
     r
@@ -227,21 +249,22 @@ struct Epi<const NT: usize> {
 }
 
 #[inline(always)]
-unsafe fn load_epi<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, task: u32) -> Epi<NT> {
+unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool>(p: &FcParams, plan: &Plan, task: u32) -> Epi<NT> {
     let mut x = Epi { e: 0, n_grp: 0, pair: [[u32::MAX; 2]; NT], w: [[0.0; 2]; NT] };
     if task >= plan.tasks {
         return x;
     }
     let gi = task / plan.tpe;
     let rec = p.groups + 16 * gi as u64;
-    x.e = ldg_u32_coherent(rec);
-    x.n_grp = ldg_u32_coherent(rec + 8);
+    x.e = table::<RT>(rec, FC_RT_GROUPS + 16 * gi);
+    x.n_grp = table::<RT>(rec + 8, FC_RT_GROUPS + 16 * gi + 8);
     if !FC1 {
         let t = tid() % 4;
         unroll!(NT, |j| unroll!(2, |u| {
-            let at = 4 * (gi * 8 * NT as u32 + 8 * j as u32 + 2 * t + u as u32) as u64;
-            x.pair[j][u] = ldg_u32_coherent(p.group_rows + at);
-            x.w[j][u] = f32::from_bits(ldg_u32_coherent(p.group_w + at));
+            let i = gi * 8 * NT as u32 + 8 * j as u32 + 2 * t + u as u32;
+            let at = 4 * i as u64;
+            x.pair[j][u] = table::<RT>(p.group_rows + at, FC_RT_ROWS + 4 * i);
+            x.w[j][u] = f32::from_bits(table::<RT>(p.group_w + at, FC_RT_WEIGHTS + 4 * i));
         }));
     }
     x
@@ -252,7 +275,7 @@ unsafe fn load_epi<const FC1: bool, const NT: usize>(p: &FcParams, plan: &Plan, 
 /// source addresses of chunk 0 of the current task (a chunk's address is
 /// then one wide multiply-add).
 #[derive(Clone, Copy)]
-struct Producer<const NT: usize, const MT: usize> {
+struct Producer<const NT: usize, const MT: usize, const RT: bool> {
     task: u32,
     /// The next chunk of `task` to copy, and how many are left.
     c: u32,
@@ -269,11 +292,11 @@ struct Producer<const NT: usize, const MT: usize> {
     next: Rec<NT>,
 }
 
-impl<const NT: usize, const MT: usize> Producer<NT, MT> {
+impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     #[inline(always)]
     unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
-        let rec = load_rec::<NT>(p, plan, task);
-        let next = load_rec::<NT>(p, plan, task.saturating_add(tstep));
+        let rec = load_rec::<NT, RT>(p, plan, task);
+        let next = load_rec::<NT, RT>(p, plan, task.saturating_add(tstep));
         let mut x =
             Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
         x.point::<FC1>(p, plan, &rec);
@@ -344,7 +367,7 @@ impl<const NT: usize, const MT: usize> Producer<NT, MT> {
             if self.left == 0 {
                 self.task = self.task.saturating_add(self.tstep);
                 let rec = self.next;
-                self.next = load_rec::<NT>(p, plan, self.task.saturating_add(self.tstep));
+                self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
                 self.point::<FC1>(p, plan, &rec);
             }
         }
@@ -385,14 +408,15 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
 /// FC2, before waiting for FC1: asks L2 for the weights of this warp's
 /// part of its first task (the group's warps together: the whole task).
 #[inline(always)]
-unsafe fn prefetch_first<const MT: usize>(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32) {
+unsafe fn prefetch_first<const MT: usize, const RT: bool>(p: &FcParams, plan: &Plan, task: u32, kp: u32, ks: u32) {
     let per = plan.nchunks.div_ceil(ks);
     let c0 = kp * per;
     if tid() % 32 != 0 || task >= plan.tasks || c0 >= plan.nchunks {
         return;
     }
     let n = per.min(plan.nchunks - c0);
-    let e = ldg_u32_coherent(p.groups + 16 * (task / plan.tpe) as u64);
+    let gi = task / plan.tpe;
+    let e = table::<RT>(p.groups + 16 * gi as u64, FC_RT_GROUPS + 16 * gi);
     let first = (e * plan.tpe + task % plan.tpe) * (MT / 2) as u32;
     unroll!(MT / 2, |s| {
         let chunk = (first + s as u32) as u64 * plan.nchunks as u64 + c0 as u64;
@@ -413,6 +437,7 @@ unsafe fn fc<
     const WB: u32,
     const S: u32,
     const LD: bool,
+    const RT: bool,
 >(
     p: &FcParams,
 ) {
@@ -422,8 +447,13 @@ unsafe fn fc<
     if FC1 {
         griddep_wait();
     }
+    // The `_rt` kernels route the pairs themselves (FC2 before its wait:
+    // it reads only the ids and routing weights, inputs of the layer).
+    if RT {
+        route_in_block(p, FC1 && bid() == 0);
+    }
     let warp = tid() / 32;
-    let groups = ldg_u32_coherent(p.n_active + 4);
+    let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
     // Rows are a multiple of 64: a whole number of 64-row tasks.
     let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
@@ -438,9 +468,9 @@ unsafe fn fc<
     let (first2, step2) = (split.split_from + bid() * (WB / ks) + q, gdim() * (WB / ks));
     if !FC1 {
         if split.whole > 0 {
-            prefetch_first::<MT>(p, &plan, first1, 0, 1);
+            prefetch_first::<MT, RT>(p, &plan, first1, 0, 1);
         } else {
-            prefetch_first::<MT>(p, &plan, first2, kp, ks);
+            prefetch_first::<MT, RT>(p, &plan, first2, kp, ks);
         }
         griddep_wait();
     }
@@ -451,9 +481,9 @@ unsafe fn fc<
     if split.whole > 0 {
         // The whole rounds see only their own tasks.
         let whole = Plan { tasks: split.split_from, ..plan };
-        phase::<FC1, BF16, NT, MT, WB, S, LD>(p, &whole, first1, warp, 0, 1, step1);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT>(p, &whole, first1, warp, 0, 1, step1);
     }
-    phase::<FC1, BF16, NT, MT, WB, S, LD>(p, &plan, first2, q, kp, ks, step2);
+    phase::<FC1, BF16, NT, MT, WB, S, LD, RT>(p, &plan, first2, q, kp, ks, step2);
 }
 
 /// One phase of the kernel: this warp (warp `kp` of group `q` of its block,
@@ -472,6 +502,7 @@ unsafe fn phase<
     const WB: u32,
     const S: u32,
     const LD: bool,
+    const RT: bool,
 >(
     p: &FcParams,
     plan: &Plan,
@@ -487,10 +518,12 @@ unsafe fn phase<
     let ks = 1u32 << (ks.trailing_zeros() & 3);
     let (warp, lane) = (tid() / 32, tid() % 32);
     let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
-    let red = smem() + WB * S * slot_bytes;
-    let ring = smem() + warp * S * slot_bytes;
+    // The `_rt` kernels' routing tables come first.
+    let base = smem() + if RT { FC_ROUTE_BYTES } else { 0 };
+    let red = base + WB * S * slot_bytes;
+    let ring = base + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
-    let mut pf = Producer::<NT, MT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
+    let mut pf = Producer::<NT, MT, RT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
     let mut d = 0;
     while d < S - 1 {
         pf.refill::<FC1>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes);
@@ -506,7 +539,7 @@ unsafe fn phase<
     // Block-uniform: the block has a task in this round.
     while task - q < plan.tasks {
         // Only a group's first warp runs the epilogue.
-        let epi = load_epi::<FC1, NT>(p, &plan, if kp == 0 { task } else { u32::MAX });
+        let epi = load_epi::<FC1, NT, RT>(p, &plan, if kp == 0 { task } else { u32::MAX });
         let mut acc = [[[0f32; 4]; NT]; MT];
         if task < plan.tasks {
             let mut i = 0;
@@ -684,19 +717,20 @@ pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
 }
 
 macro_rules! fc_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal, $wb:literal, $s:literal, $ld:literal;)*) => {$(
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal, $wb:literal, $s:literal, $ld:literal, $rt:literal;)*) => {$(
         /// FC kernel instance `(FC1?, bf16?, column tiles, 16-row tiles per
         /// task, warps per block, pipeline slots per warp, loads only (a
-        /// benchmark variant, wrong results)?)`.
+        /// benchmark variant, wrong results)?, routes the pairs itself?)`.
         ///
         /// # Safety
         /// `p` must describe device buffers as [`FcParams`] documents, from
-        /// a routing run over the same ids with `group = 8 * NT`; `32 WB`
-        /// threads per block, `fc_smem_bytes(NT, WB, S, MT)` of dynamic
-        /// shared memory.
+        /// a routing run over the same ids with `group = 8 * NT` (or, for
+        /// the `_rt` kernels, `route_pairs` at most `FC_ROUTE_MAX_PAIRS`);
+        /// `32 WB` threads per block, `fc_smem_bytes(NT, WB, S, MT)` (plus
+        /// `FC_ROUTE_BYTES` for the `_rt` kernels) of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld>(&p)
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld, $rt>(&p)
         }
     )*};
 }
@@ -705,32 +739,43 @@ macro_rules! fc_kernels {
 // for small batches (a task's K split up to 8 ways); `_ld`: the loads-only
 // variant the benchmark measures the memory side with; `_r64`: 64-row
 // tasks (each warp two tasks of the layout, one read of the activations
-// for both).
+// for both); `_rt`: one column tile, routing the pairs in the block's own
+// shared memory (small batches: no routing launch).
 fc_kernels! {
-    moe_fc1_bf16_nt1: true, true, 1, 2, 4, 4, false;
-    moe_fc1_bf16_nt2: true, true, 2, 2, 4, 3, false;
-    moe_fc1_bf16_nt4: true, true, 4, 2, 4, 3, false;
-    moe_fc1_f16_nt1: true, false, 1, 2, 4, 4, false;
-    moe_fc1_f16_nt2: true, false, 2, 2, 4, 3, false;
-    moe_fc1_f16_nt4: true, false, 4, 2, 4, 3, false;
-    moe_fc2_bf16_nt1: false, true, 1, 2, 4, 4, false;
-    moe_fc2_bf16_nt2: false, true, 2, 2, 4, 3, false;
-    moe_fc2_bf16_nt4: false, true, 4, 2, 4, 3, false;
-    moe_fc2_f16_nt1: false, false, 1, 2, 4, 4, false;
-    moe_fc2_f16_nt2: false, false, 2, 2, 4, 3, false;
-    moe_fc2_f16_nt4: false, false, 4, 2, 4, 3, false;
-    moe_fc1_bf16_nt2_r64: true, true, 2, 4, 4, 3, false;
-    moe_fc1_bf16_nt4_r64: true, true, 4, 4, 4, 3, false;
-    moe_fc1_f16_nt2_r64: true, false, 2, 4, 4, 3, false;
-    moe_fc1_f16_nt4_r64: true, false, 4, 4, 4, 3, false;
-    moe_fc2_bf16_nt2_r64: false, true, 2, 4, 4, 3, false;
-    moe_fc2_bf16_nt4_r64: false, true, 4, 4, 4, 3, false;
-    moe_fc2_f16_nt2_r64: false, false, 2, 4, 4, 3, false;
-    moe_fc2_f16_nt4_r64: false, false, 4, 4, 4, 3, false;
-    moe_fc1_bf16_nt1_w8: true, true, 1, 2, 8, 3, false;
-    moe_fc1_f16_nt1_w8: true, false, 1, 2, 8, 3, false;
-    moe_fc2_bf16_nt1_w8: false, true, 1, 2, 8, 3, false;
-    moe_fc2_f16_nt1_w8: false, false, 1, 2, 8, 3, false;
-    moe_fc1_bf16_nt1_ld: true, true, 1, 2, 4, 4, true;
-    moe_fc2_bf16_nt1_ld: false, true, 1, 2, 4, 4, true;
+    moe_fc1_bf16_nt1: true, true, 1, 2, 4, 4, false, false;
+    moe_fc1_bf16_nt2: true, true, 2, 2, 4, 3, false, false;
+    moe_fc1_bf16_nt4: true, true, 4, 2, 4, 3, false, false;
+    moe_fc1_f16_nt1: true, false, 1, 2, 4, 4, false, false;
+    moe_fc1_f16_nt2: true, false, 2, 2, 4, 3, false, false;
+    moe_fc1_f16_nt4: true, false, 4, 2, 4, 3, false, false;
+    moe_fc2_bf16_nt1: false, true, 1, 2, 4, 4, false, false;
+    moe_fc2_bf16_nt2: false, true, 2, 2, 4, 3, false, false;
+    moe_fc2_bf16_nt4: false, true, 4, 2, 4, 3, false, false;
+    moe_fc2_f16_nt1: false, false, 1, 2, 4, 4, false, false;
+    moe_fc2_f16_nt2: false, false, 2, 2, 4, 3, false, false;
+    moe_fc2_f16_nt4: false, false, 4, 2, 4, 3, false, false;
+    moe_fc1_bf16_nt2_r64: true, true, 2, 4, 4, 3, false, false;
+    moe_fc1_bf16_nt4_r64: true, true, 4, 4, 4, 3, false, false;
+    moe_fc1_f16_nt2_r64: true, false, 2, 4, 4, 3, false, false;
+    moe_fc1_f16_nt4_r64: true, false, 4, 4, 4, 3, false, false;
+    moe_fc2_bf16_nt2_r64: false, true, 2, 4, 4, 3, false, false;
+    moe_fc2_bf16_nt4_r64: false, true, 4, 4, 4, 3, false, false;
+    moe_fc2_f16_nt2_r64: false, false, 2, 4, 4, 3, false, false;
+    moe_fc2_f16_nt4_r64: false, false, 4, 4, 4, 3, false, false;
+    moe_fc1_bf16_nt1_w8: true, true, 1, 2, 8, 3, false, false;
+    moe_fc1_f16_nt1_w8: true, false, 1, 2, 8, 3, false, false;
+    moe_fc2_bf16_nt1_w8: false, true, 1, 2, 8, 3, false, false;
+    moe_fc2_f16_nt1_w8: false, false, 1, 2, 8, 3, false, false;
+    moe_fc1_bf16_nt1_ld: true, true, 1, 2, 4, 4, true, false;
+    moe_fc2_bf16_nt1_ld: false, true, 1, 2, 4, 4, true, false;
+    moe_fc1_bf16_nt1_rt: true, true, 1, 2, 4, 4, false, true;
+    moe_fc1_f16_nt1_rt: true, false, 1, 2, 4, 4, false, true;
+    moe_fc2_bf16_nt1_rt: false, true, 1, 2, 4, 4, false, true;
+    moe_fc2_f16_nt1_rt: false, false, 1, 2, 4, 4, false, true;
+    moe_fc1_bf16_nt1_w8_rt: true, true, 1, 2, 8, 3, false, true;
+    moe_fc1_f16_nt1_w8_rt: true, false, 1, 2, 8, 3, false, true;
+    moe_fc2_bf16_nt1_w8_rt: false, true, 1, 2, 8, 3, false, true;
+    moe_fc2_f16_nt1_w8_rt: false, false, 1, 2, 8, 3, false, true;
+    moe_fc1_bf16_nt1_ld_rt: true, true, 1, 2, 4, 4, true, true;
+    moe_fc2_bf16_nt1_ld_rt: false, true, 1, 2, 4, 4, true, true;
 }

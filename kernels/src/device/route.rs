@@ -36,7 +36,8 @@
 //! of [`crate::launch::ROUTE_BLOCK_THREADS`].
 
 use super::arch::*;
-use crate::params::RouteParams;
+use crate::launch::{FC_ROUTE_GROUP, FC_RT_COUNTS, FC_RT_FLAGS, FC_RT_GROUPS, FC_RT_IDS, FC_RT_ROWS, FC_RT_WEIGHTS};
+use crate::params::{FcParams, RouteParams};
 
 /// The routing kernel.
 ///
@@ -313,4 +314,94 @@ unsafe fn write_group_entry(p: &RouteParams, i: u32, first: u32, gstart: u32, e:
             c += 1;
         }
     }
+}
+
+/// Shared-memory routing of the `_rt` decode FC kernels (small batches:
+/// [`FcParams::route_pairs`] pairs, at most
+/// [`crate::launch::FC_ROUTE_MAX_PAIRS`], at most
+/// the block's threads): the tables of [`moe_route`] for column groups of
+/// [`FC_ROUTE_GROUP`] pairs, built by every block in its own shared memory
+/// (the `FC_RT_*` offsets from `smem()`), with no atomics: pair `i`
+/// (thread `i`) counts, over all pairs, those of a lower expert, those of
+/// its expert before it (its rank) and all of its expert; then, over the
+/// pairs of lower experts, those that open a group (rank a multiple of
+/// the group size). Slots are by (expert, pair index): the same on every
+/// run. With `count_invalid`, out-of-range ids (not -1) are added to
+/// `invalid_count`. Contains barriers: every thread of the block calls it.
+#[inline(always)]
+pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
+    const NONE: u32 = u32::MAX;
+    const G: u32 = FC_ROUTE_GROUP;
+    let (t, n, base) = (tid(), p.route_pairs, smem());
+    let (ids, flags) = (base + FC_RT_IDS, base + FC_RT_FLAGS);
+    // The expert of pair t, NONE for -1 or an id out of range.
+    let mut e = NONE;
+    if t < n {
+        let id = ldg_u32(p.topk_ids + 4 * t as u64) as i32;
+        if id >= 0 && (id as u32) < p.n_experts {
+            e = id as u32;
+        } else if id != -1 && count_invalid {
+            atomic_add_u32(p.invalid_count, 1);
+        }
+        sts(ids + 4 * t, e);
+    }
+    sync();
+    let (mut below, mut rank, mut count) = (0u32, 0u32, 0u32);
+    let mine = t < n && e != NONE;
+    if mine {
+        let mut j = 0;
+        while j < n {
+            let ej = lds(ids + 4 * j);
+            below += (ej < e) as u32;
+            count += (ej == e) as u32;
+            rank += (ej == e && j < t) as u32;
+            j += 1;
+        }
+    }
+    if t < n {
+        // Bit 0: opens a column group; bit 1: opens its expert.
+        let f = if mine { (rank % G == 0) as u32 | ((rank == 0) as u32) << 1 } else { 0 };
+        sts(flags + 4 * t, f);
+    }
+    sync();
+    if mine {
+        let mut gbelow = 0u32;
+        let mut j = 0;
+        while j < n {
+            gbelow += (lds(ids + 4 * j) < e) as u32 & lds(flags + 4 * j);
+            j += 1;
+        }
+        let (gi, col) = (gbelow + rank / G, rank % G);
+        let at = 4 * (gi * G + col);
+        sts(base + FC_RT_ROWS + at, t);
+        sts(base + FC_RT_WEIGHTS + at, ldg_u32(p.topk_weights + 4 * t as u64));
+        if col == 0 {
+            let rec = base + FC_RT_GROUPS + 16 * gi;
+            let left = count - rank;
+            let m = if left < G { left } else { G };
+            sts(rec, e);
+            sts(rec + 4, below + rank);
+            sts(rec + 8, m);
+            sts(rec + 12, 0);
+            let mut c = m;
+            while c < G {
+                sts(base + FC_RT_ROWS + 4 * (gi * G + c), NONE);
+                sts(base + FC_RT_WEIGHTS + 4 * (gi * G + c), 0);
+                c += 1;
+            }
+        }
+    }
+    if t == 0 {
+        let (mut active, mut groups) = (0u32, 0u32);
+        let mut j = 0;
+        while j < n {
+            let f = lds(flags + 4 * j);
+            groups += f & 1;
+            active += f >> 1;
+            j += 1;
+        }
+        sts(base + FC_RT_COUNTS, active);
+        sts(base + FC_RT_COUNTS + 4, groups);
+    }
+    sync();
 }
