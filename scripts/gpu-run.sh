@@ -17,8 +17,8 @@
 # (e.g. "--m 1,2,4,8 --shape Qwen3-30B-A3B,DeepSeek-V3").
 set -u
 B=${BUNDLE:-.gpu}
-if [ -f "$B/bundle.tar.gz" ]; then
-  mkdir -p /tmp/moe4-bundle && tar xzf "$B/bundle.tar.gz" -C /tmp/moe4-bundle && B=/tmp/moe4-bundle
+if [ -f "$B/bundle.tar.xz" ]; then
+  mkdir -p /tmp/moe4-bundle && tar xJf "$B/bundle.tar.xz" -C /tmp/moe4-bundle && B=/tmp/moe4-bundle
 fi
 O=${OUT:-gpu-out}
 mkdir -p "$O"

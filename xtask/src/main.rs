@@ -306,14 +306,16 @@ fn gpu_bundle() -> Result {
     for f in fs::read_dir(&dir).map_err(|e| e.to_string())? {
         let _ = Command::new("strip").arg(f.map_err(|e| e.to_string())?.path()).status();
     }
-    // Embedded PTX is text: compress the bundle so it travels small.
+    // Embedded PTX is text, and every binary holds the same: xz with a
+    // 64 MiB window (one thread, so the window spans the binaries)
+    // compresses the copies after the first to almost nothing.
     let mut files: Vec<String> = vec!["moe4".into()];
     files.extend(names.iter().cloned());
-    run(Command::new("tar").current_dir(&dir).arg("czf").arg("bundle.tar.gz").args(&files))?;
+    run(Command::new("tar").current_dir(&dir).env("XZ_OPT", "-9 -T1").arg("cJf").arg("bundle.tar.xz").args(&files))?;
     for f in &files {
         let _ = fs::remove_file(dir.join(f));
     }
-    println!("gpu-bundle: .gpu/bundle.tar.gz holds moe4 and {}", names.join(", "));
+    println!("gpu-bundle: .gpu/bundle.tar.xz holds moe4 and {}", names.join(", "));
     Ok(())
 }
 

@@ -45,6 +45,19 @@ pub fn sync() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// `__syncthreads()` that is correct from divergent code: PTX's
+/// non-`.aligned` `barrier.sync` (sm_70+), which threads may reach through
+/// different copies of the instruction. LLVM does not treat inline asm as
+/// convergent, so it may duplicate a barrier after a per-thread branch (one
+/// copy per side); with [`sync`] (`bar.sync`, the `.aligned` form) that
+/// hangs, with this one it is fine.
+#[inline(always)]
+pub fn sync_divergent() {
+    // SAFETY: a block-wide barrier every thread of the block reaches (on
+    // any path); no memory operand (and a compiler memory barrier).
+    unsafe { asm!("barrier.sync 0;", options(nostack)) };
+}
+
 /// Shared-memory address of the dynamic shared buffer.
 #[inline(always)]
 pub fn smem() -> u32 {

@@ -327,7 +327,9 @@ unsafe fn write_group_entry(p: &RouteParams, i: u32, first: u32, gstart: u32, e:
 /// pairs of lower experts, those that open a group (rank a multiple of
 /// the group size). Slots are by (expert, pair index): the same on every
 /// run. With `count_invalid`, out-of-range ids (not -1) are added to
-/// `invalid_count`. Contains barriers: every thread of the block calls it.
+/// `invalid_count`. Contains barriers (the divergence-safe form: LLVM
+/// duplicates them into the `t < n` branches): every thread of the block
+/// calls it.
 #[inline(always)]
 pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     const NONE: u32 = u32::MAX;
@@ -345,7 +347,7 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
         }
         sts(ids + 4 * t, e);
     }
-    sync();
+    sync_divergent();
     let (mut below, mut rank, mut count) = (0u32, 0u32, 0u32);
     let mine = t < n && e != NONE;
     if mine {
@@ -363,7 +365,7 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
         let f = if mine { (rank % G == 0) as u32 | ((rank == 0) as u32) << 1 } else { 0 };
         sts(flags + 4 * t, f);
     }
-    sync();
+    sync_divergent();
     if mine {
         let mut gbelow = 0u32;
         let mut j = 0;
@@ -403,5 +405,5 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
         sts(base + FC_RT_COUNTS, active);
         sts(base + FC_RT_COUNTS + 4, groups);
     }
-    sync();
+    sync_divergent();
 }
