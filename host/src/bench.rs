@@ -272,7 +272,8 @@ pub fn decode_variants(
 /// kernels route the pairs themselves, "route" launches nothing), one, two
 /// and four column tiles, two or four with 32- and 64-row tasks, and the
 /// routing kernel instead of the FC kernels' own routing (whole layer, and
-/// route + FC1).
+/// route + FC1), and the FC kernels' routing wherever it can run (up to
+/// `FC_ROUTE_MAX_PAIRS` pairs, whatever the layer's size).
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -291,6 +292,7 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("NT=4 r32", Some(Tuning { nt: Some(4), task_rows: Some(32), ..d })),
         ("NT=4 r64", Some(Tuning { nt: Some(4), task_rows: Some(64), ..d })),
         ("route kernel", Some(Tuning { fc_route_pairs: Some(0), ..d })),
+        ("FC routing", Some(Tuning { fc_route_pairs: Some(moe4_kernels::launch::FC_ROUTE_MAX_PAIRS), ..d })),
         ("route kernel+FC1", Some(Tuning { fc_route_pairs: Some(0), launches: 2, ..d })),
     ]
 }

@@ -90,6 +90,18 @@ pub fn decode_task_rows(nt: usize, experts: usize) -> u32 {
 /// ways tie at ~2048 pairs (14.0 vs 14.4 µs), many blocks win from 3072
 /// (17.8 vs 20.6) and by far at 65 536 (18-21 vs 217-243 µs).
 pub const ROUTE_BLOCKS_FROM: usize = 2560;
+/// Estimated weight bytes a decode call streams (active experts x
+/// 3 H I / 2) up to which `forward` lets the FC kernels route the pairs
+/// themselves (the `_rt` kernels; also at most [`FC_ROUTE_MAX_PAIRS`]
+/// pairs on one column tile). Their routing tables cost the 4-warp kernels
+/// a resident block per SM (5 instead of 6), which the saved launch
+/// outweighs only on small layers. Measured on the H200 (run 41, same-run
+/// against the routing kernel): faster at Qwen3 M = 1-8 (18.0 vs 19.8 µs
+/// at M = 1), GPT-OSS M = 1-4 (~200 MB: 71.0 vs 76.7 µs at M = 4),
+/// Mixtral M = 1 (176 MB: 78.7 vs 82.2); even at DeepSeek-V3 M = 1
+/// (176 MB); slower from ~350 MB (DeepSeek-V3 M = 2-8: 121 vs 112, 437
+/// vs 373 µs; GPT-OSS M = 8-16, Mixtral M = 8-16).
+pub const FC_ROUTE_MAX_BYTES: f64 = 256e6;
 /// Layers of at most this many experts route on one block up to
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
 pub const FEW_EXPERTS: usize = 16;
@@ -171,7 +183,8 @@ pub struct Tuning {
     pub fc_blocks: Option<u32>,
     /// Most pairs (M x top-k) the decode FC kernels route themselves, in
     /// each block's shared memory, instead of after a routing launch (one
-    /// column tile only); `None`: [`FC_ROUTE_MAX_PAIRS`]; `Some(0)`: never.
+    /// column tile only); `None`: up to [`FC_ROUTE_MAX_PAIRS`] where the
+    /// layer streams at most [`FC_ROUTE_MAX_BYTES`]; `Some(0)`: never.
     pub fc_route_pairs: Option<u32>,
 }
 
@@ -410,6 +423,8 @@ impl MoeWeights {
         };
         // Small batches: the FC kernels route the pairs themselves (no
         // routing launch; one column tile, the decode kernels).
+        // Active experts if routing is uniform: what the choices below go by.
+        let active_est = e as f64 * (1.0 - (1.0 - 1.0 / e as f64).powi((m * k) as i32));
         let fc_route_max = match tune.fc_route_pairs {
             Some(n) if n > FC_ROUTE_MAX_PAIRS => {
                 return Err(unsupported(
@@ -419,7 +434,8 @@ impl MoeWeights {
                 ))
             }
             Some(n) => n,
-            None => FC_ROUTE_MAX_PAIRS,
+            None if active_est * 1.5 * (h * inter) as f64 <= FC_ROUTE_MAX_BYTES => FC_ROUTE_MAX_PAIRS,
+            None => 0,
         };
         let route_in_fc = !prefill && nt == 1 && pairs <= fc_route_max;
         let route = RouteParams {
@@ -545,7 +561,6 @@ impl MoeWeights {
         // Tasks (column groups x 32-row blocks) if every active expert has
         // one group, with as many active experts as uniform routing gives
         // on average: the estimate the kernel choice goes by.
-        let active_est = e as f64 * (1.0 - (1.0 - 1.0 / e as f64).powi((m * k) as i32));
         let groups_est = (active_est.round() as u32).clamp(1, (m * k) as u32);
         let (n1, smem1, threads1) = fc_kernel("1", groups_est * (2 * inter as u32 / 32), h as u32 / 64)?;
         let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
