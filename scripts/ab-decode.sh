@@ -2,7 +2,8 @@
 # Same-machine A/B of two builds' decode bench, alternating (the card
 # drifts by a few per cent): `moe4` from the bundle (.gpu/bundle.tar.xz)
 # against an older `moe4` binary (xz-compressed, e.g. built from a git
-# worktree of the old commit and carried in .gpu/). All output goes to one
+# worktree of the old commit and put in .gpu/ after `cargo xtask gpu-bundle`,
+# which empties .gpu/). All output goes to one
 # file, $OUT/ab.log (the device returns at most 8 files).
 #   OLD=.gpu/prev/moe4.xz AB_SHAPES=Qwen3-30B-A3B,DeepSeek-V3 AB_M=1,8,64 AB_REPEAT=3 bash scripts/ab-decode.sh
 # Compare with: python3 scripts/ab-compare.py ab.log

@@ -378,15 +378,15 @@ fn tuning_variants_against_the_reference() {
     }
 }
 
-/// The small-batch path (routing in the FC kernels, combine folded into
-/// FC2: two launches) gives the same output bit for bit as the routing
-/// kernel, FC1, FC2 and the combine kernel: each pair's y comes from its
-/// own column, and both sum y over k in k order. With -1 and out-of-range
-/// ids, a token without a valid id, an expert repeated within a token, both
+/// The small-batch path (routing in the FC kernels' shared memory, no
+/// routing launch) gives the same output bit for bit as the routing
+/// kernel: each pair's y comes from its own column whatever its slot, and
+/// the combine sums y over k in k order. With -1 and out-of-range ids, a
+/// token without a valid id, an expert repeated within a token, both
 /// 16-bit types, and 4- and 8-warp kernels.
 #[test]
-fn folded_combine_equals_the_combine_kernel_bit_for_bit() {
-    let Some(gpu) = gpu("folded_combine_equals_the_combine_kernel_bit_for_bit") else { return };
+fn fc_routing_equals_the_routing_kernel_bit_for_bit() {
+    let Some(gpu) = gpu("fc_routing_equals_the_routing_kernel_bit_for_bit") else { return };
     let s = gpu.context().default_stream();
     let mut rng = Rng(99);
     let (e, topk) = (64, 6);
@@ -395,7 +395,7 @@ fn folded_combine_equals_the_combine_kernel_bit_for_bit() {
     let mut ws = Workspace::new(&w, &s, 10, topk).unwrap();
     let d = moe4::Tuning::defaults(&gpu);
     for m in [1, 3, 10] {
-        let mut c = case(&mut rng, &layer, "folded combine", m, topk);
+        let mut c = case(&mut rng, &layer, "FC routing", m, topk);
         c.ids[0] = -1;
         if m > 1 {
             // Token 1: no valid id; the last token: one expert twice.
@@ -404,9 +404,9 @@ fn folded_combine_equals_the_combine_kernel_bit_for_bit() {
             c.ids[last + 1] = c.ids[last + 2];
         }
         for wide in [false, true] {
-            let fold = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(64), ..d };
+            let fc = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(64), ..d };
             let kernels = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(0), ..d };
-            *ws.tuning_mut() = fold;
+            *ws.tuning_mut() = fc;
             let a = run_gpu::<bf16>(&w, &mut ws, &s, &c);
             let a16 = run_gpu::<f16>(&w, &mut ws, &s, &c);
             *ws.tuning_mut() = kernels;

@@ -1,9 +1,8 @@
 //! The MoE layer's forward pass on the GPU, and its [`Workspace`].
 //!
-//! `forward` is four launches (two for small batches on small layers, FC1
-//! and FC2 with the routing and the combine folded in; two more for the
-//! many-block routing, one more on the `wgmma` prefill path) on the
-//! caller's stream, nothing else:
+//! `forward` is four launches (three for up to [`FC_ROUTE_MAX_PAIRS`]
+//! pairs on one column tile, two more for the many-block routing, one more
+//! on the `wgmma` prefill path) on the caller's stream, nothing else:
 //! no allocation, no host synchronization, no device-to-host copy, so a
 //! server can capture it in a CUDA graph (with cudarc's event tracking
 //! off, as for any capture):
@@ -13,14 +12,11 @@
 //!    `moe_route_count`, `_scan`, `_scatter`); on the `wgmma` prefill path
 //!    also `moe_permute_x` (x in the k order that kernel reads); skipped
 //!    for small batches (up to [`FC_ROUTE_MAX_PAIRS`] pairs, one column
-//!    tile, on layers streaming at most [`FC_ROUTE_MAX_BYTES`]), where
-//!    every block of the `_rt` FC kernels routes the pairs itself in shared
-//!    memory (no atomics: slots by expert and pair index);
+//!    tile), where every block of the `_rt` FC kernels routes the pairs
+//!    itself in shared memory (no atomics: slots by expert and pair index);
 //! 2. FC1 + the gated activation into `h` (16-bit);
 //! 3. FC2 x alpha2 x routing weight into `y` (f32);
-//! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order; folded
-//!    into the `_rt` FC2 (the warp whose arrival completes a token's 32
-//!    rows sums them, in the same order: two launches in all there).
+//! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
 //!
 //! Steps 2-3 run the **decode** kernels (`moe_fc*`: a few pairs per expert,
 //! bandwidth-bound) or the **prefill** kernels (tensor-core bound), chosen
@@ -141,10 +137,6 @@ pub struct Workspace {
     group_rows: CudaSlice<u32>,
     group_w: CudaSlice<f32>,
     route_hist: CudaSlice<u32>,
-    /// The `_rt` FC2's arrival counters (combine folded in): a word per
-    /// (token, 32 output rows) for the at most FC_ROUTE_MAX_PAIRS tokens of
-    /// that path; zero between calls.
-    arrivals: CudaSlice<u32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -243,7 +235,6 @@ impl Workspace {
             active: stream.alloc_zeros(4 * weights.experts)?,
             n_active: stream.alloc_zeros(2)?,
             invalid: stream.alloc_zeros(1)?,
-            arrivals: stream.alloc_zeros(max_tokens.clamp(1, FC_ROUTE_MAX_PAIRS as usize) * weights.hidden / 32)?,
             // Decode h rows are indexed by column-group position: each active
             // expert's last group may be partly empty (up to 31 unused rows).
             h: stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?,
@@ -407,7 +398,6 @@ impl MoeWeights {
         let (n_active, _n) = ws.n_active.device_ptr_mut(stream);
         let (invalid, _v) = ws.invalid.device_ptr_mut(stream);
         let (route_hist, _rh) = ws.route_hist.device_ptr_mut(stream);
-        let (arrivals, _ar) = ws.arrivals.device_ptr_mut(stream);
         let (hbuf, _h) = ws.h.device_ptr_mut(stream);
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
@@ -533,8 +523,6 @@ impl MoeWeights {
             ..base
         };
         let fc2 = FcParams {
-            out: out_ptr,
-            arrivals,
             codes: c2.0,
             scales: s2.0,
             alpha_a: ad.0,
@@ -604,8 +592,7 @@ impl MoeWeights {
             }
             gpu.launch_dependent(stream, &n2, grid2, threads2, smem2, fc2, tune.pdl)?;
         }
-        // The `_rt` FC2 also combined (its last arrivals per token).
-        if tune.launches <= 3 || route_in_fc {
+        if tune.launches <= 3 {
             return Ok(());
         }
         let comb = CombineParams {

@@ -129,12 +129,6 @@ pub struct FcParams {
     /// `_rt` kernels: the counter of out-of-range ids (not -1), which
     /// FC1's block 0 adds to.
     pub invalid_count: u64,
-    /// `_rt` FC2: the layer's output `[M, rows]` (16-bit), which it writes
-    /// itself (the combine folded in: see `arrivals`).
-    pub out: u64,
-    /// `_rt` FC2: `u32 [M, rows / 32]` arrival counters, zero between calls
-    /// (each call's last arriver resets its counter).
-    pub arrivals: u64,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

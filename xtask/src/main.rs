@@ -163,7 +163,7 @@ fn build_ptx(dest: &Path) -> Result {
             .arg(&target_dir))?;
         let built = target_dir.join("nvptx64-nvidia-cuda/ptx/moe4_kernels.ptx");
         let ptx = fs::read_to_string(&built).map_err(|e| format!("{}: {e}", built.display()))?;
-        let ptx = if *arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx, arch) };
+        let ptx = if *arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx) };
         let out_path = dest.join(format!("{arch}.ptx"));
         fs::write(&out_path, &ptx).map_err(|e| e.to_string())?;
 
@@ -223,20 +223,14 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("moe_fc2_f16_nt1_w8", 256, 3),
 ];
 
-/// Kernels of one architecture left without their [`LAUNCH_BOUNDS`]: at 80
-/// registers they would spill there (sm_100a's f16 8-warp FC2 with the
-/// folded combine: 4 bytes), so they run 2 blocks per SM instead of 3.
-const NO_LAUNCH_BOUNDS: &[(&str, &str)] = &[("sm_100a", "moe_fc2_f16_nt1_w8_rt")];
-
 /// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's
-/// parameter list (but for [`NO_LAUNCH_BOUNDS`] on `arch`).
-fn add_launch_bounds(ptx: &str, arch: &str) -> String {
+/// parameter list.
+fn add_launch_bounds(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
     let mut pending: Option<(u32, u32)> = None;
     for line in ptx.split_inclusive('\n') {
         if let Some(name) = line.strip_prefix(".visible .entry ").and_then(|r| r.split('(').next()) {
-            let exempt = NO_LAUNCH_BOUNDS.contains(&(arch, name));
-            pending = LAUNCH_BOUNDS.iter().find(|(p, _, _)| name.starts_with(p) && !exempt).map(|&(_, t, b)| (t, b));
+            pending = LAUNCH_BOUNDS.iter().find(|(p, _, _)| name.starts_with(p)).map(|&(_, t, b)| (t, b));
         }
         out.push_str(line);
         if let Some((t, b)) = pending {
@@ -328,16 +322,9 @@ fn gpu_bundle() -> Result {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn exempt_kernels_keep_no_launch_bounds() {
-        let ptx = ".visible .entry moe_fc2_f16_nt1_w8_rt(\n)\n{\n}\n";
-        assert!(!super::add_launch_bounds(ptx, "sm_100a").contains(".maxntid"));
-        assert!(super::add_launch_bounds(ptx, "sm_90a").contains(".maxntid 256, 1, 1"));
-    }
-
-    #[test]
     fn launch_bounds_go_after_the_parameter_list() {
         let ptx = ".visible .entry moe_fc2_bf16_nt1_w8(\n\t.param .align 8 .b8 p[136]\n)  // @x\n{\n}\n.visible .entry other(\n)\n{\n}\n";
-        let out = super::add_launch_bounds(ptx, "sm_90a");
+        let out = super::add_launch_bounds(ptx);
         assert!(out.contains(")  // @x\n.maxntid 256, 1, 1\n.minnctapersm 3\n{"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1);
     }

@@ -58,42 +58,6 @@ pub fn sync_divergent() {
     unsafe { asm!("barrier.sync 0;", options(nostack)) };
 }
 
-/// `__syncwarp()`: the whole warp, with memory ordering among its lanes.
-#[inline(always)]
-pub fn syncwarp() {
-    // SAFETY: every lane of the warp reaches it (callers are warp-uniform).
-    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
-}
-
-/// `__threadfence()`: this thread's earlier memory operations are ordered
-/// before its later ones for the whole GPU (acquire and release).
-#[inline(always)]
-pub fn fence_gpu() {
-    // SAFETY: a fence; it touches no memory.
-    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
-}
-
-/// `__ballot_sync(0xffffffff, b)`: bit `i` set where lane `i` has `b`.
-#[inline(always)]
-pub fn ballot(b: bool) -> u32 {
-    let r: u32;
-    // SAFETY: the whole warp executes it (callers are warp-uniform).
-    unsafe {
-        asm!("{{ .reg .pred p; setp.ne.u32 p, {b}, 0; vote.sync.ballot.b32 {r}, p, 0xffffffff; }}",
-            r = out(reg32) r, b = in(reg32) b as u32, options(nostack))
-    };
-    r
-}
-
-/// 4-byte global load cached in L2 only (sees other SMs' stores ordered
-/// before it by a fence and a synchronizing atomic).
-#[inline(always)]
-pub unsafe fn ldg_cg_u32(p: u64) -> u32 {
-    let v: u32;
-    asm!("ld.global.cg.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly));
-    v
-}
-
 /// Shared-memory address of the dynamic shared buffer.
 #[inline(always)]
 pub fn smem() -> u32 {

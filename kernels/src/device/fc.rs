@@ -59,17 +59,12 @@
 //! expert itself, into tables at the start of its shared memory
 //! ([`route_in_block`]), and reads them from there; FC2 does it before its
 //! wait, overlapping FC1's tail, as it reads only the layer's inputs.
-//! The `_rt` FC2 also does the combine ([`arrive`]): per token and 32
-//! output rows, the warp whose arrival completes the token's valid pairs
-//! sums their y rows in k order and writes `out`, so the layer is two
-//! launches.
 
 use super::arch::*;
 use super::route::route_in_block;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
 use crate::launch::{
-    fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_ROUTE_GROUP, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_IDS,
-    FC_RT_ROWS, FC_RT_WEIGHTS,
+    fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS, FC_RT_WEIGHTS,
 };
 use crate::params::{ActKind, FcParams};
 use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
@@ -388,7 +383,7 @@ pub(super) fn post<const BF16: bool>() -> f32 {
 
 /// The epilogue of a finished task.
 #[inline(always)]
-unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize, const RT: bool>(
+unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize>(
     p: &FcParams,
     plan: &Plan,
     acc: &Acc<NT, MT>,
@@ -407,85 +402,6 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
         let mut scale = epi.w;
         unroll!(NT, |j| unroll!(2, |u| scale[j][u] *= a2));
         store_y::<NT, MT>(p, acc, r, &epi.pair, &scale);
-        if RT {
-            unroll!(MT / 2, |s| arrive::<BF16>(p, gi, r + s as u32));
-        }
-    }
-}
-
-/// The `_rt` kernels' valid ids (experts) of token `tok`, from the block's
-/// shared ids table.
-#[inline(always)]
-unsafe fn valid_ids(p: &FcParams, tok: u32) -> u32 {
-    let mut n = 0;
-    let mut j = 0;
-    while j < p.topk {
-        n += (lds(smem() + FC_RT_IDS + 4 * (tok * p.topk + j)) != u32::MAX) as u32;
-        j += 1;
-    }
-    n
-}
-
-/// The combine, folded into the `_rt` FC2 (no launch of its own): after
-/// this warp stored y of column group `gi`'s pairs for the 32 rows of
-/// layout task `r`, each of its pairs arrives at its token's counter for
-/// those rows; the arrival that completes a token (its count of valid
-/// ids) has the warp sum the token's 32 rows of y over k in k order, as
-/// `moe_combine` does (the same result bit for bit), store them in `out`
-/// and reset the counter for the next call. Called by the whole warp.
-#[inline(always)]
-unsafe fn arrive<const BF16: bool>(p: &FcParams, gi: u32, r: u32) {
-    let lane = tid() % 32;
-    // Every lane's y stores, then the arrivals (release); the last
-    // arrival's fence then orders the other warps' stores before its
-    // loads (acquire).
-    fence_gpu();
-    syncwarp();
-    let (mut last, mut tok) = (false, 0);
-    if lane < FC_ROUTE_GROUP {
-        let pair = lds(smem() + FC_RT_ROWS + 4 * (gi * FC_ROUTE_GROUP + lane));
-        if pair != u32::MAX {
-            tok = pair / p.topk;
-            let counter = p.arrivals + 4 * (tok * (p.rows / 32) + r) as u64;
-            last = atomic_add_u32(counter, 1) + 1 == valid_ids(p, tok);
-            if last {
-                stg_u32(counter, 0);
-            }
-        }
-    }
-    fence_gpu();
-    let mut done = ballot(last);
-    while done != 0 {
-        let t = shfl_idx(tok, done.trailing_zeros());
-        let row = 32 * r + lane;
-        let mut acc = 0f32;
-        let mut j = 0;
-        while j < p.topk {
-            let pair = t * p.topk + j;
-            if lds(smem() + FC_RT_IDS + 4 * pair) != u32::MAX {
-                acc += f32::from_bits(ldg_cg_u32(p.output + 4 * (pair as u64 * p.rows as u64 + row as u64)));
-            }
-            j += 1;
-        }
-        stg_u16(p.out + 2 * (t as u64 * p.rows as u64 + row as u64), to_half_bits::<BF16>(acc));
-        done &= done - 1;
-    }
-}
-
-/// The `_rt` FC2's part of the combine for tokens without a valid id
-/// (which no arrival completes): their rows of `out` are zero. Grid-wide,
-/// one 4-byte word per thread and step.
-#[inline(always)]
-unsafe fn zero_empty_tokens(p: &FcParams) {
-    let m = p.route_pairs / p.topk;
-    let words = p.rows / 2;
-    let mut i = bid() * bdim() + tid();
-    while i < m * words {
-        let tok = i / words;
-        if valid_ids(p, tok) == 0 {
-            stg_u32(p.out + 4 * i as u64, 0);
-        }
-        i += gdim() * bdim();
     }
 }
 
@@ -557,9 +473,6 @@ unsafe fn fc<
             prefetch_first::<MT, RT>(p, &plan, first2, kp, ks);
         }
         griddep_wait();
-        if RT {
-            zero_empty_tokens(p);
-        }
     }
     griddep_launch_dependents();
     if plan.tasks == 0 {
@@ -641,7 +554,7 @@ unsafe fn phase<
         }
         if ks == 1 {
             if task < plan.tasks {
-                finish::<FC1, BF16, NT, MT, RT>(p, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT>(p, &plan, &acc, task, &epi);
             }
         } else {
             if kp != 0 {
@@ -658,7 +571,7 @@ unsafe fn phase<
                     })));
                     w += 1;
                 }
-                finish::<FC1, BF16, NT, MT, RT>(p, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT>(p, &plan, &acc, task, &epi);
             }
             sync();
         }
