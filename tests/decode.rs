@@ -174,6 +174,41 @@ fn skewed_and_degenerate_routing() {
     assert!(e.to_string().contains("257") && e.to_string().contains("256"), "{e}");
 }
 
+/// Captures one forward of `c` (bf16, the workspace's tuning) in a CUDA
+/// graph and checks that three replays equal `eager` bit for bit (`None`:
+/// an eager call with the same tuning first); returns the eager output.
+fn graph_equals_eager(
+    w: &MoeWeights,
+    ws: &mut Workspace,
+    s: &Arc<CudaStream>,
+    c: &Case,
+    eager: Option<&[bf16]>,
+    label: &str,
+) -> Vec<bf16> {
+    let n = c.m * w.hidden();
+    let x = s.clone_htod(&c.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let eager = match eager {
+        Some(e) => e.to_vec(),
+        None => {
+            let mut out = s.alloc_zeros::<bf16>(n).unwrap();
+            w.forward(ws, s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+            s.clone_dtoh(&out).unwrap()
+        }
+    };
+    let mut out = s.clone_htod(&vec![bf16::NAN; n]).unwrap();
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
+    w.forward(ws, s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+    let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
+    for rep in 0..3 {
+        graph.launch().unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(diff, 0, "{label}, replay {rep}: {diff} outputs differ from eager");
+    }
+    eager
+}
+
 #[test]
 fn graph_replay_equals_eager_bit_for_bit() {
     let Some(gpu) = gpu("graph_replay_equals_eager_bit_for_bit") else { return };
@@ -185,48 +220,17 @@ fn graph_replay_equals_eager_bit_for_bit() {
     let layer = random_layer(&mut rng, 64, 1024, 512);
     let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
     let mut ws = Workspace::new(&w, &s, 48, 6).unwrap();
+    // 48 tokens: the graph of the default (one-block) routing, then of the
+    // many-block one, both against the same eager call.
     let c = case(&mut rng, &layer, "graph", 48, 6);
-    let x = s.clone_htod(&c.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
-    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
-    let mut eager = s.alloc_zeros::<bf16>(48 * 1024).unwrap();
-    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut eager.as_view_mut()).unwrap();
-    let eager = s.clone_dtoh(&eager).unwrap();
-    // The graph of the default (one-block) routing, then of the many-block
-    // one: both equal the eager call bit for bit.
-    for route_blocks_from in [usize::MAX, 0] {
-        ws.tuning_mut().route_blocks_from = Some(route_blocks_from);
-        let mut out = s.clone_htod(&vec![bf16::NAN; 48 * 1024]).unwrap();
-        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
-        w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
-        let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
-        for rep in 0..3 {
-            graph.launch().unwrap();
-            let got = s.clone_dtoh(&out).unwrap();
-            let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-            assert_eq!(
-                diff, 0,
-                "routing from {route_blocks_from} pairs, replay {rep}: {diff} outputs differ from eager"
-            );
-        }
-    }
+    ws.tuning_mut().route_blocks_from = Some(usize::MAX);
+    let eager = graph_equals_eager(&w, &mut ws, &s, &c, None, "one-block routing");
+    ws.tuning_mut().route_blocks_from = Some(0);
+    graph_equals_eager(&w, &mut ws, &s, &c, Some(&eager), "many-block routing");
     // 8 tokens (48 pairs): routed in the FC kernels' shared memory.
     *ws.tuning_mut() = moe4::Tuning::defaults(&gpu);
     let c = case(&mut rng, &layer, "graph", 8, 6);
-    let x = s.clone_htod(&c.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
-    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
-    let mut eager = s.alloc_zeros::<bf16>(8 * 1024).unwrap();
-    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut eager.as_view_mut()).unwrap();
-    let eager = s.clone_dtoh(&eager).unwrap();
-    let mut out = s.clone_htod(&vec![bf16::NAN; 8 * 1024]).unwrap();
-    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
-    w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
-    let graph = s.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
-    for rep in 0..3 {
-        graph.launch().unwrap();
-        let got = s.clone_dtoh(&out).unwrap();
-        let diff = got.iter().zip(&eager).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-        assert_eq!(diff, 0, "M=8 routed in the FC kernels, replay {rep}: {diff} outputs differ from eager");
-    }
+    graph_equals_eager(&w, &mut ws, &s, &c, None, "M=8 routed in the FC kernels");
     unsafe { ctx.enable_event_tracking() };
 }
 

@@ -3,6 +3,7 @@
 //! No atomics: the sum order is fixed, so the output is bit-reproducible.
 
 use super::arch::*;
+use super::route::expert;
 use crate::params::CombineParams;
 
 #[inline(always)]
@@ -21,8 +22,7 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams) {
     let mut j = 0;
     while j < p.topk {
         let pair = (m * p.topk + j) as u64;
-        let e = ldg_u32(p.topk_ids + 4 * pair) as i32;
-        if e >= 0 && (e as u32) < p.n_experts {
+        if expert(ldg_u32(p.topk_ids + 4 * pair) as i32, p.n_experts).is_ok() {
             let v = ldg_v4(p.y + 4 * (pair * p.h as u64 + c as u64));
             let mut q = 0;
             while q < 4 {

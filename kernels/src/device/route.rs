@@ -87,7 +87,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
             let first = lds(start + 4 * e);
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            write_group_entry(&p, slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
+            GroupTables::global(&p).write_entry(slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
         }
         i += nt;
     }
@@ -138,16 +138,21 @@ unsafe fn count_pairs(p: &RouteParams, cnt: u32, first: u32, end: u32, step: u32
     }
 }
 
-/// Pair `i`'s expert: `Ok(e)` for an id in `0..n_experts`, else
+/// The expert of id `id`: `Ok(e)` for an id in `0..n_experts`, else
 /// `Err(true)` for an out-of-range id (counted) or `Err(false)` for -1.
 #[inline(always)]
-unsafe fn expert_of(p: &RouteParams, i: u32) -> Result<u32, bool> {
-    let e = ldg_u32(p.topk_ids + 4 * i as u64) as i32;
-    if e >= 0 && (e as u32) < p.n_experts {
-        Ok(e as u32)
+pub(super) fn expert(id: i32, n_experts: u32) -> Result<u32, bool> {
+    if id >= 0 && (id as u32) < n_experts {
+        Ok(id as u32)
     } else {
-        Err(e != -1)
+        Err(id != -1)
     }
+}
+
+/// Pair `i`'s [`expert`].
+#[inline(always)]
+unsafe fn expert_of(p: &RouteParams, i: u32) -> Result<u32, bool> {
+    expert(ldg_u32(p.topk_ids + 4 * i as u64) as i32, p.n_experts)
 }
 
 /// Blocks of the multi-block routing: `pairs.div_ceil(chunk)`.
@@ -281,37 +286,68 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
             let (first, gstart, count) = (lds(ex_s + 12 * e), lds(ex_s + 12 * e + 4), lds(ex_s + 12 * e + 8));
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            write_group_entry(&p, slot, first, gstart, e, i, first + count);
+            GroupTables::global(&p).write_entry(slot, first, gstart, e, i, first + count);
         }
         i += nt;
     }
 }
 
-/// Writes slot `i`'s entry of the column-group tables: its pair and routing
-/// weight, and (for a group's first slot) the group record and the empty
-/// columns past its last pair (pair `u32::MAX`, weight 0; the FC kernels
-/// skip them).
-#[inline(always)]
-unsafe fn write_group_entry(p: &RouteParams, i: u32, first: u32, gstart: u32, e: u32, pair: u32, end: u32) {
-    let pos = i - first;
-    let (g, col) = (pos / p.group, pos % p.group);
-    let gi = gstart + g;
-    let at = (gi * p.group + col) as u64;
-    stg_u32(p.group_rows + 4 * at, pair);
-    stg_u32(p.group_w + 4 * at, ldg_u32(p.topk_weights + 4 * pair as u64));
-    if col == 0 {
-        let rec = p.groups + 16 * gi as u64;
-        let n = if end - i < p.group { end - i } else { p.group };
-        stg_u32(rec, e);
-        stg_u32(rec + 4, i);
-        stg_u32(rec + 8, n);
-        stg_u32(rec + 12, 0);
-        let mut c = n;
-        while c < p.group {
-            let at = (gi * p.group + c) as u64;
-            stg_u32(p.group_rows + 4 * at, u32::MAX);
-            stg_u32(p.group_w + 4 * at, 0);
-            c += 1;
+/// Where the column-group tables go: global memory (the routing kernels)
+/// or, with `SHARED`, the `_rt` FC kernels' own shared memory (shared
+/// addresses, widened); `group` pairs per column group.
+#[derive(Clone, Copy)]
+struct GroupTables<const SHARED: bool> {
+    groups: u64,
+    rows: u64,
+    w: u64,
+    topk_weights: u64,
+    group: u32,
+}
+
+impl GroupTables<false> {
+    /// The routing kernels' tables.
+    fn global(p: &RouteParams) -> Self {
+        GroupTables { groups: p.groups, rows: p.group_rows, w: p.group_w, topk_weights: p.topk_weights, group: p.group }
+    }
+}
+
+impl<const SHARED: bool> GroupTables<SHARED> {
+    #[inline(always)]
+    unsafe fn put(addr: u64, v: u32) {
+        if SHARED {
+            sts(addr as u32, v)
+        } else {
+            stg_u32(addr, v)
+        }
+    }
+
+    /// Writes slot `i`'s entry (the slots of expert `e` are `first..end`,
+    /// its groups from `gstart`): its pair and routing weight, and (for a
+    /// group's first slot) the group record and the empty columns past its
+    /// last pair (pair `u32::MAX`, weight 0; the FC kernels skip them).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write_entry(&self, i: u32, first: u32, gstart: u32, e: u32, pair: u32, end: u32) {
+        let pos = i - first;
+        let (g, col) = (pos / self.group, pos % self.group);
+        let gi = gstart + g;
+        let at = (gi * self.group + col) as u64;
+        Self::put(self.rows + 4 * at, pair);
+        Self::put(self.w + 4 * at, ldg_u32(self.topk_weights + 4 * pair as u64));
+        if col == 0 {
+            let rec = self.groups + 16 * gi as u64;
+            let n = if end - i < self.group { end - i } else { self.group };
+            Self::put(rec, e);
+            Self::put(rec + 4, i);
+            Self::put(rec + 8, n);
+            Self::put(rec + 12, 0);
+            let mut c = n;
+            while c < self.group {
+                let at = (gi * self.group + c) as u64;
+                Self::put(self.rows + 4 * at, u32::MAX);
+                Self::put(self.w + 4 * at, 0);
+                c += 1;
+            }
         }
     }
 }
@@ -339,11 +375,13 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     // The expert of pair t, NONE for -1 or an id out of range.
     let mut e = NONE;
     if t < n {
-        let id = ldg_u32(p.topk_ids + 4 * t as u64) as i32;
-        if id >= 0 && (id as u32) < p.n_experts {
-            e = id as u32;
-        } else if id != -1 && count_invalid {
-            atomic_add_u32(p.invalid_count, 1);
+        match expert(ldg_u32(p.topk_ids + 4 * t as u64) as i32, p.n_experts) {
+            Ok(x) => e = x,
+            Err(invalid) => {
+                if invalid && count_invalid {
+                    atomic_add_u32(p.invalid_count, 1);
+                }
+            }
         }
         sts(ids + 4 * t, e);
     }
@@ -373,25 +411,15 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
             gbelow += (lds(ids + 4 * j) < e) as u32 & lds(flags + 4 * j);
             j += 1;
         }
-        let (gi, col) = (gbelow + rank / G, rank % G);
-        let at = 4 * (gi * G + col);
-        sts(base + FC_RT_ROWS + at, t);
-        sts(base + FC_RT_WEIGHTS + at, ldg_u32(p.topk_weights + 4 * t as u64));
-        if col == 0 {
-            let rec = base + FC_RT_GROUPS + 16 * gi;
-            let left = count - rank;
-            let m = if left < G { left } else { G };
-            sts(rec, e);
-            sts(rec + 4, below + rank);
-            sts(rec + 8, m);
-            sts(rec + 12, 0);
-            let mut c = m;
-            while c < G {
-                sts(base + FC_RT_ROWS + 4 * (gi * G + c), NONE);
-                sts(base + FC_RT_WEIGHTS + 4 * (gi * G + c), 0);
-                c += 1;
-            }
-        }
+        // Expert e's slots start at `below`, its groups at `gbelow`.
+        let tables = GroupTables::<true> {
+            groups: (base + FC_RT_GROUPS) as u64,
+            rows: (base + FC_RT_ROWS) as u64,
+            w: (base + FC_RT_WEIGHTS) as u64,
+            topk_weights: p.topk_weights,
+            group: G,
+        };
+        tables.write_entry(below + rank, below, gbelow, e, t, below + count);
     }
     if t == 0 {
         let (mut active, mut groups) = (0u32, 0u32);
