@@ -13,7 +13,7 @@
 # pair EXP_REPEAT times, alternating: the card drifts by a few per cent) |
 # exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
-# (ncu sections on one kernel each). TUNE_ARGS: extra arguments of bench tune
+# (ncu sections on one kernel each). TUNE_ARGS, PREFILL_ARGS, ...: extra arguments of bench tune, prefill, ...
 # (e.g. "--m 1,2,4,8 --shape Qwen3-30B-A3B,DeepSeek-V3").
 set -u
 B=${BUNDLE:-.gpu}
@@ -140,8 +140,9 @@ if want exp; then
 fi
 for k in tune route decode prefill w4a4; do
   if want $k; then
-    # TUNE_ARGS: e.g. "--m 1,2,4,8 --shape Qwen3-30B-A3B,DeepSeek-V3".
-    extra=(); [ "$k" = tune ] && [ -n "${TUNE_ARGS:-}" ] && read -ra extra <<< "$TUNE_ARGS"
+    # TUNE_ARGS, PREFILL_ARGS, ... (the part's name in capitals): extra
+    # arguments, e.g. "--m 1,2,4,8 --shape Qwen3-30B-A3B,DeepSeek-V3".
+    v="${k^^}_ARGS"; extra=(); [ -n "${!v:-}" ] && read -ra extra <<< "${!v}"
     step bench-$k 300 "$B/moe4" bench $k --json "$O/bench-$k.json" "${extra[@]}"
   fi
 done

@@ -260,6 +260,77 @@ pub unsafe fn cp_async_wait_dyn(n: u32) {
     }
 }
 
+/// `x`, through an instruction the compiler cannot see into or move across
+/// another such one (so a value computed from it stays after, say, a
+/// `setmaxnreg` instead of being hoisted above it).
+#[inline(always)]
+pub fn opaque(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: a register move.
+    unsafe { asm!("mov.b32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(nostack)) };
+    y
+}
+/// Initializes the `mbarrier` at shared address `a` (8-byte aligned) to
+/// expect `count` arrivals per phase (phase 0 running).
+#[inline(always)]
+pub unsafe fn mbar_init(a: u32, count: u32) {
+    asm!("mbarrier.init.shared::cta.b64 [{a}], {n};", a = in(reg32) a, n = in(reg32) count, options(nostack));
+}
+/// One arrival of this thread at the `mbarrier` at `a` (release: this
+/// thread's earlier memory accesses happen before the phase completes).
+#[inline(always)]
+pub unsafe fn mbar_arrive(a: u32) {
+    asm!("mbarrier.arrive.shared::cta.b64 _, [{a}];", a = in(reg32) a, options(nostack));
+}
+/// [`mbar_arrive`] when `cond` holds, as a predicated instruction (no
+/// branch: none in the middle of a `wgmma` pipeline).
+#[inline(always)]
+pub unsafe fn mbar_arrive_if(a: u32, cond: bool) {
+    asm!(
+        "{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p mbarrier.arrive.shared::cta.b64 _, [{a}]; }}",
+        a = in(reg32) a, c = in(reg32) cond as u32, options(nostack)
+    );
+}
+/// Waits until the phase of parity `parity` of the `mbarrier` at `a` has
+/// completed (acquire: what its arrivals released is visible after).
+#[inline(always)]
+pub unsafe fn mbar_wait(a: u32, parity: u32) {
+    loop {
+        let done: u32;
+        asm!(
+            "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{a}], {ph}; selp.u32 {d}, 1, 0, p; }}",
+            d = out(reg32) done, a = in(reg32) a, ph = in(reg32) parity, options(nostack)
+        );
+        if done != 0 {
+            break;
+        }
+    }
+}
+/// Waits at named barrier `id` (1..16) until `n` threads (a multiple of
+/// 32, counting those that only [`bar_arrive`]) have reached it.
+///
+/// # Safety
+/// Reached by whole warps from warp-uniform control flow (`.aligned`);
+/// every user of `id` agrees on `n`.
+#[inline(always)]
+pub unsafe fn bar_sync(id: u32, n: u32) {
+    asm!("bar.sync {i}, {n};", i = in(reg32) id, n = in(reg32) n, options(nostack));
+}
+/// Arrives at named barrier `id` without waiting (the producer side of
+/// [`bar_sync`]).
+///
+/// # Safety
+/// As for [`bar_sync`].
+#[inline(always)]
+pub unsafe fn bar_arrive(id: u32, n: u32) {
+    asm!("bar.arrive {i}, {n};", i = in(reg32) id, n = in(reg32) n, options(nostack));
+}
+/// Waits until every `cp.async` this thread issued has landed.
+#[inline(always)]
+pub unsafe fn cp_async_wait_all() {
+    asm!("cp.async.wait_all;", options(nostack));
+}
+
 /// Programmatic dependent launch, consumer side: waits until the grids this
 /// one depends on have completed and their writes are visible. Every moe4
 /// kernel launched with the programmatic-serialization attribute calls it
