@@ -40,8 +40,8 @@ fn reference<T: Half>(
 }
 
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
-/// kernels (`moe_pfw*` and the warp-specialized `moe_pfs*`) with 64 and 128
-/// pairs per tile and the `mma.sync` ones; else the `mma.sync` ones.
+/// kernels with 64 and 128 pairs per tile and the `mma.sync` ones; else the
+/// `mma.sync` ones.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
     if !gpu.arch().has_wgmma() {
@@ -50,8 +50,6 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     vec![
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
-        ("wgmma warp-specialized n64", Tuning { wgmma: true, wgmma_ws: true, wgmma_cols: Some(64), ..base }),
-        ("wgmma warp-specialized n128", Tuning { wgmma: true, wgmma_ws: true, wgmma_cols: Some(128), ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
     ]
 }

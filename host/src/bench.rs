@@ -647,10 +647,6 @@ pub struct PrefillResult {
     /// Layer microseconds on the `wgmma` kernels with 64 and 128 pairs per
     /// tile forced (sm_90a; an A/B of the tile shapes in one run).
     pub by_width: Vec<(u32, f64)>,
-    /// Layer microseconds on the other family of `wgmma` kernels than `us`
-    /// ran (`moe_pfs*` or `moe_pfw*`: [`Tuning::wgmma_ws`] flipped), the
-    /// default tile width, best of two runs (sm_90a; the A/B in one run).
-    pub ws_us: Option<f64>,
     /// Layer TFLOP/s (2 x pairs x 3 x H x I).
     pub tflops: f64,
     /// cuBLAS bf16 TFLOP/s on dense GEMMs of the same FLOPs, same run.
@@ -746,15 +742,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
                 by_width.push((c, t * 1e3));
             }
         }
-        // The warp-specialized kernels, alternated with the default ones
-        // (one more run of each) so drift between the two shows.
-        let ws_us = if wgmma {
-            let a = run(crate::ForwardPath::Prefill, Some(Tuning { wgmma_ws: !d.wgmma_ws, ..d }), &mut ws)?;
-            let b = run(crate::ForwardPath::Prefill, Some(Tuning { wgmma_ws: !d.wgmma_ws, ..d }), &mut ws)?;
-            Some(a.min(b) * 1e3)
-        } else {
-            None
-        };
         ws.set_path(crate::ForwardPath::Auto);
         let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
         let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
@@ -765,7 +752,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             decode_us: dec.map(|d| d * 1e3),
             mma_sync_us: mma_sync.map(|d| d * 1e3),
             by_width,
-            ws_us,
             tflops: flops / (pf * 1e-3) / 1e12,
             cublas_tflops: flops / (cb * 1e-3) / 1e12,
         });
@@ -775,7 +761,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | other wgmma kernels µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));
@@ -784,17 +770,15 @@ pub fn prefill_table(r: &[PrefillResult]) -> String {
         } else {
             x.by_width.iter().map(|(_, t)| format!("{t:.0}")).collect::<Vec<_>>().join(" / ")
         };
-        let other = x.ws_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
             x.shape,
             x.m,
             x.us,
             d,
             ms,
             w,
-            other,
             x.tflops,
             x.cublas_tflops,
             x.tflops / x.cublas_tflops
@@ -809,14 +793,13 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"other_wgmma_us\":{},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
                 x.shape,
                 x.m,
                 x.us,
                 x.decode_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.mma_sync_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.by_width.iter().map(|(c, t)| format!("\"{c}\":{t:.3}")).collect::<Vec<_>>().join(","),
-                x.ws_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.tflops,
                 x.cublas_tflops
             )

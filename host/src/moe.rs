@@ -33,9 +33,9 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfs_smem_bytes, pfw_smem_bytes, route_hist_words,
-    route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFS_LAG, PFS_THREADS,
-    PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
+    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
+    ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -169,11 +169,6 @@ pub struct Tuning {
     /// Prefill on the `wgmma` kernels where the build has them (sm_90a);
     /// `false`: the `mma.sync` ones.
     pub wgmma: bool,
-    /// The `wgmma` prefill on the warp-specialized kernels (`moe_pfs*`: a
-    /// copying warpgroup and two decoding ones, `mbarrier`/named-barrier
-    /// hand-over) instead of `moe_pfw*`; they need H and I of at least 128
-    /// (else `moe_pfw*` runs).
-    pub wgmma_ws: bool,
     /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
     /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
@@ -204,7 +199,6 @@ impl Tuning {
             task_rows: None,
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
-            wgmma_ws: false,
             wgmma_cols: None,
             route_blocks_from: None,
             fc_blocks: None,
@@ -541,13 +535,7 @@ impl MoeWeights {
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
             if let Some(c) = wg_cols {
-                // The warp-specialized kernels hold back PFS_LAG chunks per
-                // tile (their FC2 tables wait on it): K of at least that many.
-                return Ok(if tune.wgmma_ws && h.min(inter) >= 64 * PFS_LAG as usize {
-                    (format!("moe_pfs{fc}_{}_n{c}", T::NAME), pfs_smem_bytes(c), PFS_THREADS)
-                } else {
-                    (format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS)
-                });
+                return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));
             }
             if prefill {
                 return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));

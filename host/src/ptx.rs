@@ -118,9 +118,6 @@ mod tests {
                 _ if k.starts_with("w4a4_gemm_bm") => 5,
                 // 1 per chunk x 4 unrolled, 1 per tile.
                 _ if k.starts_with("moe_pfw") => 5,
-                // The start, 1 per chunk x 4 unrolled (named, the stage's
-                // hand-over; the producer's side is `bar.arrive`).
-                _ if k.starts_with("moe_pfs") => 5,
                 _ if k.starts_with("moe_fc") || k.starts_with("moe_pf") => 2,
                 _ => 0,
             }

@@ -262,23 +262,6 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
     PFW_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + 1024
 }
 
-/// Threads per warp-specialized `wgmma` prefill block (sm_90a, `moe_pfs*`):
-/// one producer warpgroup (the copies) and two consumer warpgroups (decode
-/// and `wgmma`, 256 weight rows per tile as [`PFW_THREADS`]).
-pub const PFS_THREADS: u32 = 384;
-/// Pipeline stages of the warp-specialized prefill kernels (a power of two).
-pub const PFS_STAGES: u32 = 8;
-/// Chunks a warp-specialized prefill producer keeps copying before it hands
-/// the oldest over; their K must be at least `64 PFS_LAG`.
-pub const PFS_LAG: u32 = 2;
-/// Dynamic shared memory of a warp-specialized prefill block: the stages
-/// ([`pfw_stage_bytes`] each), two tables of a group's pairs and routing
-/// weights (`8 cols` bytes each), the `mbarrier`s (one per stage and one
-/// per table: 8 bytes each), and 1 KiB to align them.
-pub const fn pfs_smem_bytes(cols: u32) -> u32 {
-    PFS_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + 8 * (PFS_STAGES + 2) + 1024
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -380,7 +363,6 @@ mod tests {
         // wgmma prefill: one block per SM, stages stay 1024-byte aligned.
         for cols in [64, 128] {
             assert!(pfw_smem_bytes(cols) <= 227 * 1024);
-            assert!(pfs_smem_bytes(cols) <= 227 * 1024);
             assert_eq!(pfw_stage_bytes(cols) % 1024, 0);
         }
     }

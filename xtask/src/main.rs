@@ -221,8 +221,6 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("moe_fc1_f16_nt1_w8", 256, 3),
     ("moe_fc2_bf16_nt1_w8", 256, 3),
     ("moe_fc2_f16_nt1_w8", 256, 3),
-    // setmaxnreg: launched at 168 registers per thread (384 x 168 <= 64 K).
-    ("moe_pfs", 384, 1),
 ];
 
 /// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's

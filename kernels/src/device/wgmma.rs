@@ -107,26 +107,6 @@ pub fn fence_proxy_async() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
 }
 
-/// Raises this warpgroup's registers per thread to `N` (`setmaxnreg.inc`;
-/// the registers come from those other warpgroups gave back).
-///
-/// # Safety
-/// Executed by all threads of the warpgroup together; `N` a multiple of 8
-/// in 24..=256, and the block's total within the SM's registers.
-#[inline(always)]
-pub unsafe fn regs_inc<const N: u32>() {
-    asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack));
-}
-
-/// Lowers this warpgroup's registers per thread to `N` (`setmaxnreg.dec`).
-///
-/// # Safety
-/// As for [`regs_inc`]; the code after it fits in `N` registers.
-#[inline(always)]
-pub unsafe fn regs_dec<const N: u32>() {
-    asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack));
-}
-
 /// Descriptor of a K-major B tile of 128-byte rows with the 128-byte swizzle
 /// at shared address `addr` (the tile base 1024-byte aligned, plus `32 s`
 /// for k-step `s`): start address, leading offset 16 B (unused with this
