@@ -704,7 +704,9 @@ fn cublas_ms(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, rows: usize, h: usize, i:
 const PREFILL_ROUNDS: usize = 3;
 
 /// Times the prefill path for `shape` at each token count (and the decode
-/// path where it is still sensible), with cuBLAS on the same FLOPs.
+/// path where it is still sensible), with cuBLAS on the same FLOPs. Each
+/// variant's time is the best of [`PREFILL_ROUNDS`] rounds (alternating
+/// order), each round the median of 5 calls after 2 warm-up calls.
 pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize]) -> Result<Vec<PrefillResult>> {
     let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
     let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 9)?;
