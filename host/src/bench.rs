@@ -705,7 +705,7 @@ const PREFILL_ROUNDS: usize = 3;
 
 /// Times the prefill path for `shape` at each token count (and the decode
 /// path where it is still sensible), with cuBLAS on the same FLOPs. Each
-/// variant's time is the best of [`PREFILL_ROUNDS`] rounds (alternating
+/// variant's time is the best of three rounds (`PREFILL_ROUNDS`, alternating
 /// order), each round the median of 5 calls after 2 warm-up calls.
 pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize]) -> Result<Vec<PrefillResult>> {
     let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
