@@ -284,16 +284,6 @@ pub fn griddep_launch_dependents() {
         asm!("griddepcontrol.launch_dependents;", options(nostack))
     };
 }
-/// Asks L2 to fetch `bytes` (a multiple of 16) from `p` (16-byte aligned);
-/// nothing on sm_89.
-#[inline(always)]
-pub unsafe fn prefetch_l2_bulk(p: u64, bytes: u32) {
-    #[cfg(not(moe4_arch = "sm_89"))]
-    asm!("cp.async.bulk.prefetch.L2.global [{p}], {n};", p = in(reg64) p, n = in(reg32) bytes, options(nostack));
-    #[cfg(moe4_arch = "sm_89")]
-    let _ = (p, bytes);
-}
-
 /// Two E4M3 (low 16 bits of `x`, element 0 low) to f16x2.
 #[inline(always)]
 pub fn cvt_e4m3x2_f16x2(x: u32) -> u32 {
