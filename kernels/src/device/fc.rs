@@ -47,11 +47,12 @@
 //! activation in registers, writing h `[group row, I]` (16-bit). FC2 writes
 //! `y[pair, H] = alpha2 * w_pair * acc` in f32 for the combine kernel.
 //!
-//! **Launch order.** Both kernels start with [`griddep_wait`] (programmatic
-//! dependent launch: the routing, and for FC2 the h of FC1, are complete
-//! after it) and then let the next kernel launch. Before its wait, FC2 asks
-//! L2 for the first weights it will stream (they do not depend on FC1),
-//! using the tail of FC1.
+//! **Launch order.** FC1 starts with [`griddep_wait`] (programmatic
+//! dependent launch: the routing is complete after it); FC2 works out its
+//! plan (and, `_rt`, routes) before its wait, which makes FC1's h visible.
+//! Each then lets the next kernel launch. FC2 asks L2 for no weights ahead
+//! of its wait: a bulk prefetch of its first task there slowed most decode
+//! points (docs/perf-notes.md, run 54).
 //!
 //! **Routing in the block (`_rt`).** For small batches (at most
 //! [`crate::launch::FC_ROUTE_MAX_PAIRS`] pairs, one column tile) there is
@@ -447,8 +448,6 @@ unsafe fn fc<
     let (first1, step1) = (bid() * WB + warp, gdim() * WB);
     let (first2, step2) = (split.split_from + bid() * (WB / ks) + q, gdim() * (WB / ks));
     if !FC1 {
-        // (FC2 used to ask L2 for its first task's weights here, before the
-        // wait: removing that was 2-16 % faster at most points, run 54.)
         griddep_wait();
     }
     griddep_launch_dependents();
