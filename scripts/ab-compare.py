@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Median per point of scripts/ab-decode.sh's log: old and new µs, old/new
-(above 1: the new build is faster)."""
+"""Median per point of an A/B decode log: old and new µs, old/new (above 1:
+the new build is faster). Reads scripts/ab-decode.sh's ab.log ("=== ab old"
+/ "=== ab new" sections) and gpu-run.sh exp summaries of decode-*.ptx
+("=== exp-own-for-..." = old, "=== exp-..." = new)."""
 import re, statistics, sys
 runs = {"old": {}, "new": {}}
 v = None
 for line in open(sys.argv[1]):
-    m = re.match(r"=== ab (old|new) ", line)
+    m = re.match(r"=== (?:ab (old|new) |(exp-own-for-)|(exp-))", line)
     if m:
-        v = m.group(1)
+        if "rc=" not in line:
+            v = m.group(1) or ("old" if m.group(2) else "new")
         continue
     m = re.match(r"\s+(\S+) M=(\d+) ([\d.]+) us", line)
     if m and v:
