@@ -41,16 +41,18 @@ fn reference<T: Half>(
 
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
 /// kernels with 64 and 128 pairs per tile and the `mma.sync` ones; else the
-/// `mma.sync` ones.
+/// `mma.sync` ones; y in 16 bits (the default) and in f32.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
     if !gpu.arch().has_wgmma() {
-        return vec![("mma.sync", base)];
+        return vec![("mma.sync", base), ("mma.sync y f32", Tuning { y16: false, ..base })];
     }
     vec![
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
+        ("wgmma n128 y f32", Tuning { wgmma: true, wgmma_cols: Some(128), y16: false, ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
+        ("mma.sync y f32", Tuning { wgmma: false, y16: false, ..base }),
     ]
 }
 

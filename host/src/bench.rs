@@ -650,6 +650,12 @@ pub struct PrefillResult {
     /// Layer microseconds on the `wgmma` kernels with 64 and 128 pairs per
     /// tile forced (sm_90a; an A/B of the tile shapes in one run).
     pub by_width: Vec<(u32, f64)>,
+    /// Layer microseconds with y in f32 on the prefill path
+    /// ([`Tuning::y16`] off), where `us` ran with it on.
+    pub y32_us: Option<f64>,
+    /// Prefill microseconds of the first launches alone: route; route +
+    /// FC1 (with `moe_permute_x` on the `wgmma` path); route + FC1 + FC2.
+    pub stages_us: [f64; 3],
     /// Layer TFLOP/s (2 x pairs x 3 x H x I).
     pub tflops: f64,
     /// cuBLAS bf16 TFLOP/s on dense GEMMs of the same FLOPs, same run.
@@ -752,6 +758,14 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         for &c in &widths {
             variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), ..d })));
         }
+        let y32_at = d.y16.then(|| {
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { y16: false, ..d })));
+            variants.len() - 1
+        });
+        let stages_at = variants.len();
+        for launches in 1..=3 {
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { launches, ..d })));
+        }
         let mut best = vec![f64::INFINITY; variants.len()];
         for round in 0..PREFILL_ROUNDS {
             for j in 0..variants.len() {
@@ -765,6 +779,8 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         let mma_sync = mma_sync_at.map(|i| best[i]);
         let by_width: Vec<(u32, f64)> =
             widths.iter().enumerate().map(|(k, &c)| (c, best[width_at + k] * 1e3)).collect();
+        let y32_us = y32_at.map(|i| best[i] * 1e3);
+        let stages_us = [0, 1, 2].map(|k| best[stages_at + k] * 1e3);
         ws.set_path(crate::ForwardPath::Auto);
         let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
         let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
@@ -775,6 +791,8 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             decode_us: dec.map(|d| d * 1e3),
             mma_sync_us: mma_sync.map(|d| d * 1e3),
             by_width,
+            y32_us,
+            stages_us,
             tflops: flops / (pf * 1e-3) / 1e12,
             cublas_tflops: flops / (cb * 1e-3) / 1e12,
         });
@@ -784,7 +802,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | y f32 µs | route / +FC1 / +FC2 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));
@@ -793,15 +811,19 @@ pub fn prefill_table(r: &[PrefillResult]) -> String {
         } else {
             x.by_width.iter().map(|(_, t)| format!("{t:.0}")).collect::<Vec<_>>().join(" / ")
         };
+        let y32 = x.y32_us.map_or("-".to_string(), |d| format!("{d:.0}"));
+        let st = x.stages_us.map(|t| format!("{t:.0}")).join(" / ");
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
             x.shape,
             x.m,
             x.us,
             d,
             ms,
             w,
+            y32,
+            st,
             x.tflops,
             x.cublas_tflops,
             x.tflops / x.cublas_tflops
@@ -816,13 +838,15 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"y32_us\":{},\"stages_us\":[{}],\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
                 x.shape,
                 x.m,
                 x.us,
                 x.decode_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.mma_sync_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.by_width.iter().map(|(c, t)| format!("\"{c}\":{t:.3}")).collect::<Vec<_>>().join(","),
+                x.y32_us.map_or("null".into(), |d| format!("{d:.3}")),
+                x.stages_us.map(|t| format!("{t:.3}")).join(","),
                 x.tflops,
                 x.cublas_tflops
             )

@@ -15,7 +15,9 @@
 //!    tile), where every block of the `_rt` FC kernels routes the pairs
 //!    itself in shared memory (no atomics: slots by expert and pair index);
 //! 2. FC1 + the gated activation into `h` (16-bit);
-//! 3. FC2 x alpha2 x routing weight into `y` (f32);
+//! 3. FC2 x alpha2 x routing weight into `y` (f32 on the decode path; on
+//!    the prefill path the activation's 16-bit format unless
+//!    [`Tuning::y16`] is off: half of y's traffic there);
 //! 4. `moe_combine_*` — `out[m] = sum over k of y`, in k order.
 //!
 //! Steps 2-3 run the **decode** kernels (`moe_fc*`: a few pairs per expert,
@@ -46,9 +48,11 @@ pub const MAX_PAIRS: usize = 1 << 20;
 /// kernels (measured on the H200, see docs/gpu-results.md).
 pub const PREFILL_CROSSOVER: f64 = 24.0;
 /// Mean pairs per active expert from which the `wgmma` prefill kernels
-/// take 128 pairs per tile instead of 64 (fewer than 3/4 of the columns of
-/// the wider tile would be used below it).
-pub const WIDE_PREFILL_PAIRS: f64 = 96.0;
+/// take 128 pairs per tile instead of 64. Measured on the H200 (runs 51 and
+/// 56, docs/gpu-results.md): at a mean of 64 (DeepSeek-V3 and GPT-OSS at
+/// M = 2048) 128 pairs per tile are 5-8 % faster, at 48 (V4-Flash) 64
+/// pairs are 37-38 % faster.
+pub const WIDE_PREFILL_PAIRS: f64 = 64.0;
 /// Widest column group any prefill kernel routes (pairs per tile).
 const MAX_GROUP: usize = 128;
 
@@ -186,6 +190,12 @@ pub struct Tuning {
     /// column tile only); `None`: up to [`FC_ROUTE_MAX_PAIRS`] where the
     /// layer streams at most [`FC_ROUTE_MAX_BYTES`]; `Some(0)`: never.
     pub fc_route_pairs: Option<u32>,
+    /// On the prefill path, FC2 writes y (one row per (token, expert) pair)
+    /// in the activation's 16-bit format instead of f32, and the combine
+    /// reads it so: half of y's memory traffic, at one more rounding of each
+    /// pair's term (the combine still sums in f32, in k order). The decode
+    /// path always writes f32 (its y is small beside the weights).
+    pub y16: bool,
 }
 
 impl Tuning {
@@ -203,6 +213,7 @@ impl Tuning {
             route_blocks_from: None,
             fc_blocks: None,
             fc_route_pairs: None,
+            y16: true,
         }
     }
 }
@@ -411,6 +422,8 @@ impl MoeWeights {
             ForwardPath::Decode => false,
             ForwardPath::Prefill => true,
         };
+        // y in 16 bits: the prefill path only (the decode FC2 writes f32).
+        let y16 = prefill && tune.y16;
         // The wgmma prefill kernels' pairs per tile (None: mma.sync ones).
         let wg_cols = if prefill && tune.wgmma && gpu.arch().has_wgmma() {
             match tune.wgmma_cols {
@@ -530,6 +543,7 @@ impl MoeWeights {
             output: ybuf,
             k: inter as u32,
             rows: h as u32,
+            y16: y16 as u32,
             ..base
         };
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
@@ -603,6 +617,7 @@ impl MoeWeights {
             topk: k as u32,
             h: h as u32,
             n_experts: e as u32,
+            y16: y16 as u32,
         };
         let threads = 256u32;
         let grid = ((m * h / 4) as u32).div_ceil(threads);

@@ -89,7 +89,8 @@ pub struct FcParams {
     pub alpha_b: u64,
     /// FC1: x `[M, k]`; FC2: h `[pairs, k]` (16-bit).
     pub input: u64,
-    /// FC1: h `[pairs, rows / 2]` (16-bit); FC2: y `[pairs, rows]` f32.
+    /// FC1: h `[pairs, rows / 2]` (16-bit); FC2: y `[pairs, rows]`, f32
+    /// or (`y16`) 16-bit.
     pub output: u64,
     /// From routing.
     pub sorted_pairs: u64,
@@ -129,13 +130,16 @@ pub struct FcParams {
     /// `_rt` kernels: the counter of out-of-range ids (not -1), which
     /// FC1's block 0 adds to.
     pub invalid_count: u64,
+    /// The prefill FC2 kernels: nonzero writes y in the activation's 16-bit
+    /// format instead of f32 (the decode kernels always write f32).
+    pub y16: u32,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CombineParams {
-    /// `f32 [pairs, h]`.
+    /// `[pairs, h]`: f32, or (`y16`) the output's 16-bit format.
     pub y: u64,
     /// `i32 [pairs]`.
     pub topk_ids: u64,
@@ -149,6 +153,8 @@ pub struct CombineParams {
     pub h: u32,
     /// Number of experts (ids outside 0..n are skipped).
     pub n_experts: u32,
+    /// Nonzero: y holds 16-bit values (as `FcParams::y16`).
+    pub y16: u32,
 }
 
 /// `moe_permute_x`: `dst [rows, k]` = `src` with each 64-element chunk of a

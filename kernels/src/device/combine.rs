@@ -1,5 +1,7 @@
 //! `moe_combine_*`: `out[m] = sum over j of y[m * topk + j]`, in j order,
 //! over the pairs whose id is an expert (0..E); one thread per 4 outputs.
+//! y is f32 (decode) or the output's 16-bit format (prefill, `y16`); the
+//! sum is f32 either way.
 //! No atomics: the sum order is fixed, so the output is bit-reproducible.
 
 use super::arch::*;
@@ -23,10 +25,22 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams) {
     while j < p.topk {
         let pair = (m * p.topk + j) as u64;
         if expert(ldg_u32(p.topk_ids + 4 * pair) as i32, p.n_experts).is_ok() {
-            let v = ldg_v4(p.y + 4 * (pair * p.h as u64 + c as u64));
+            let at = pair * p.h as u64 + c as u64;
+            let v = if p.y16 != 0 {
+                let q = ldg_u64(p.y + 2 * at);
+                let (lo, hi) = (q as u32, (q >> 32) as u32);
+                [
+                    from_half_bits::<BF16>(lo),
+                    from_half_bits::<BF16>(lo >> 16),
+                    from_half_bits::<BF16>(hi),
+                    from_half_bits::<BF16>(hi >> 16),
+                ]
+            } else {
+                ldg_v4(p.y + 4 * at).map(f32::from_bits)
+            };
             let mut q = 0;
             while q < 4 {
-                acc[q] += f32::from_bits(v[q]);
+                acc[q] += v[q];
                 q += 1;
             }
         }

@@ -637,7 +637,7 @@ pub(super) unsafe fn store_y<const NT: usize, const MT: usize>(
 /// group's slots (prefill), for up to 8 column tiles at a time (the
 /// `wgmma` kernels' 16 would not fit in registers beside the accumulators).
 #[inline(always)]
-pub(super) unsafe fn epilogue_fc2<const NT: usize>(
+pub(super) unsafe fn epilogue_fc2<const BF16: bool, const NT: usize>(
     p: &FcParams,
     acc: &Acc<NT, MTILES>,
     e: u32,
@@ -650,12 +650,14 @@ pub(super) unsafe fn epilogue_fc2<const NT: usize>(
         let pair = ldg_u32_coherent(p.sorted_pairs + 4 * (slot0 + col) as u64);
         (pair, ldg_f32(p.topk_weights + 4 * pair as u64))
     };
-    epilogue_fc2_with::<NT>(p, acc, e, r, n_grp, post, pair_w);
+    epilogue_fc2_with::<BF16, NT>(p, acc, e, r, n_grp, post, pair_w);
 }
 
-/// FC2 epilogue with each column's (pair, routing weight) from `pair_w`.
+/// FC2 epilogue with each column's (pair, routing weight) from `pair_w`:
+/// `y[pair, row] = alpha2 * w * acc`, in f32, or (`p.y16 != 0`) in the
+/// activation's 16-bit format (the prefill path: half of y's traffic).
 #[inline(always)]
-pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
+pub(super) unsafe fn epilogue_fc2_with<const BF16: bool, const NT: usize>(
     p: &FcParams,
     acc: &Acc<NT, MTILES>,
     e: u32,
@@ -667,6 +669,7 @@ pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let y16 = p.y16 != 0;
     unroll!(NT.div_ceil(8), |h| {
         let mut pair = [[u32::MAX; 2]; 8];
         let mut scale = [[0f32; 2]; 8];
@@ -681,11 +684,19 @@ pub(super) unsafe fn epilogue_fc2_with<const NT: usize>(
         unroll!(8, |jj| unroll!(2, |u| {
             let j = 8 * h + jj;
             if j < NT && pair[jj][u] != u32::MAX {
-                let (w, y) = (scale[jj][u], p.output + 4 * pair[jj][u] as u64 * p.rows as u64);
+                let (w, pr) = (scale[jj][u], pair[jj][u] as u64 * p.rows as u64);
                 unroll!(MTILES, |mt| {
                     let row = (TASK_ROWS as u32 * r + 16 * mt as u32 + g) as u64;
-                    stg_u32(y + 4 * row, (acc[mt][j][u] * w).to_bits());
-                    stg_u32(y + 4 * (row + 8), (acc[mt][j][2 + u] * w).to_bits());
+                    let (v0, v8) = (acc[mt][j][u] * w, acc[mt][j][2 + u] * w);
+                    if y16 {
+                        let y = p.output + 2 * pr;
+                        stg_u16(y + 2 * row, to_half_bits::<BF16>(v0));
+                        stg_u16(y + 2 * (row + 8), to_half_bits::<BF16>(v8));
+                    } else {
+                        let y = p.output + 4 * pr;
+                        stg_u32(y + 4 * row, v0.to_bits());
+                        stg_u32(y + 4 * (row + 8), v8.to_bits());
+                    }
                 });
             }
         }));

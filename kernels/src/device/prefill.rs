@@ -155,7 +155,7 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
             if FC1 {
                 epilogue_fc1::<BF16, NT, false>(p, &acc, e, r, slot0, n_cols, post);
             } else {
-                epilogue_fc2::<NT>(p, &acc, e, r, slot0, n_cols, post);
+                epilogue_fc2::<BF16, NT>(p, &acc, e, r, slot0, n_cols, post);
             }
         }
         tile += gdim();

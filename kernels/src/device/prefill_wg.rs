@@ -294,7 +294,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             } else {
                 // The group's pairs and weights, copied with its first chunk.
                 let pair_w = |col: u32| (lds(tab + 4 * col), f32::from_bits(lds(tab + 4 * (cols + col))));
-                epilogue_fc2_with::<NT>(p, &acc, e, r, n_cols, post, pair_w);
+                epilogue_fc2_with::<BF16, NT>(p, &acc, e, r, n_cols, post, pair_w);
             }
         }
         tile = next;
