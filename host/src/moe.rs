@@ -323,11 +323,14 @@ fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
 }
 
 impl MoeWeights {
-    /// True if the 8-warp FC`fc` kernel (one column tile) is predicted to
-    /// finish `tasks` tasks of `nchunks` chunks sooner than the 4-warp one:
-    /// its warps split K 8 ways (small batches), the 4-warp one keeps more
-    /// chunks in flight (5 per cent longer queues allowed for it).
-    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32) -> Result<bool> {
+    /// True if the 8-warp FC`fc` kernel (one column tile) should run instead
+    /// of the 4-warp one for `tasks` tasks of `nchunks` chunks: its warps
+    /// split K 8 ways. By the longest queue ([`fc_split`]): where the two
+    /// tie, the 8-warp kernel was measured 0-12 % faster on the layers that
+    /// route with the routing launch (run 57, docs/gpu-results.md), while
+    /// the `_rt` kernels (`rt`, small layers and batches) keep a 5 per cent
+    /// preference for the 4-warp one (more chunks in flight per warp).
+    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool) -> Result<bool> {
         let gpu = &self.gpu;
         let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
         let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2))?;
@@ -338,7 +341,7 @@ impl MoeWeights {
         )?;
         let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).cost as u64;
         let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).cost as u64;
-        Ok(100 * c8 < 95 * c4)
+        Ok(if rt { 100 * c8 < 95 * c4 } else { c8 <= c4 })
     }
 
     /// `out = MoE(x)` for `x [M, H]`, `topk_ids [M, k]` (i32; -1 = no
@@ -348,8 +351,10 @@ impl MoeWeights {
     ///
     /// Accumulation is f32; the gated activation `h` between FC1 and FC2 is
     /// stored in the activation's 16-bit type (as vLLM and FlashInfer do), so
-    /// with f16 activations an `h` beyond ±65504 becomes ±inf; y is summed
-    /// over k in f32 and rounded once. `x` must be 16-byte aligned, `out`
+    /// with f16 activations an `h` beyond ±65504 becomes ±inf; the k terms y
+    /// of a token are summed in f32, in k order, and rounded once (on the
+    /// prefill path each term is first stored in the 16-bit type as well,
+    /// unless [`Tuning::y16`] is off). `x` must be 16-byte aligned, `out`
     /// 8-byte aligned.
     pub fn forward<T: Half>(
         &self,
@@ -554,8 +559,9 @@ impl MoeWeights {
             if prefill {
                 return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));
             }
-            let wide =
-                nt == 1 && !tune.load_only && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks), Ok)?;
+            let wide = nt == 1
+                && !tune.load_only
+                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
             let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or_else(|| decode_task_rows(nt, e)) == 64;
             let suffix = if tune.load_only {
