@@ -49,10 +49,12 @@
 //!
 //! **Launch order.** FC1 starts with [`griddep_wait`] (programmatic
 //! dependent launch: the routing is complete after it); FC2 works out its
-//! plan (and, `_rt`, routes) before its wait, which makes FC1's h visible.
-//! Each then lets the next kernel launch. FC2 asks L2 for no weights ahead
-//! of its wait: a bulk prefetch of its first task there slowed most decode
-//! points (docs/perf-notes.md, run 54).
+//! plan (and, `_rt`, routes) and copies the weights of each warp's first
+//! `S - 1` chunks into its ring before its wait, which makes FC1's h
+//! visible; h follows. FC2's blocks become resident as FC1's leave the
+//! SMs, so those weight copies overlap FC1's tail. Each kernel then lets
+//! the next one launch. (A bulk L2 prefetch of FC2's whole first task in
+//! that place slowed most decode points: docs/perf-notes.md, run 54.)
 //!
 //! **Routing in the block (`_rt`).** For small batches (at most
 //! [`crate::launch::FC_ROUTE_MAX_PAIRS`] pairs, one column tile) there is
@@ -342,6 +344,44 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         });
     }
 
+    /// This lane's activation sources of the next chunk: per column tile
+    /// the address and 1 where the column is empty.
+    #[inline(always)]
+    fn x_src(&self) -> [(u64, u32); NT] {
+        let c = self.c as u64;
+        let mut x = [(0, 1); NT];
+        unroll!(NT, |j| x[j] = (self.b[j] + c * (2 * KCHUNK) as u64, self.skip[j]));
+        x
+    }
+
+    /// Copies this lane's codes and scales of the next chunk into the slot
+    /// at `dst` (slot + 16 lane), `dst_s` (slot + [`slot_scales`] + 4 lane).
+    #[inline(always)]
+    unsafe fn copy_weights(&self, plan: &Plan, dst: u32, dst_s: u32) {
+        let c = self.c as u64;
+        unroll!(MT / 2, |s| {
+            let chunk = s as u64 * plan.nchunks as u64 + c;
+            let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
+            cp_async16(dst + 1024 * s as u32, code);
+            cp_async16(dst + 1024 * s as u32 + 512, code + 512);
+            cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
+        });
+    }
+
+    /// Moves on to the chunk after the next one (and to the next task after
+    /// the last chunk of this one).
+    #[inline(always)]
+    unsafe fn advance<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan) {
+        self.c += self.cstep;
+        self.left -= 1;
+        if self.left == 0 {
+            self.task = self.task.saturating_add(self.tstep);
+            let rec = self.next;
+            self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
+            self.point::<FC1>(p, plan, &rec);
+        }
+    }
+
     /// Copies this lane's pieces of the next chunk (if any) into the slot
     /// whose lane-adjusted addresses are `dst` (codes, activations: slot +
     /// 16 lane) and `dst_s` (scales: slot + [`slot_scales`] + 4 lane); then
@@ -349,6 +389,8 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     /// chunks).
     #[inline(always)]
     unsafe fn refill<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, dst: u32, dst_s: u32) {
+        // (As `copy_weights`, `copy_x` and `advance` in one: so written, the
+        // FC1 kernels compile to the code measured before those existed.)
         if self.valid(plan) {
             let c = self.c as u64;
             unroll!(MT / 2, |s| {
@@ -374,6 +416,17 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         }
         cp_async_commit();
     }
+}
+
+/// Copies a chunk's activations (`x`: [`Producer::x_src`]) into the slot
+/// at `dst` (slot + 16 lane).
+#[inline(always)]
+unsafe fn copy_x<const NT: usize, const MT: usize>(dst: u32, x: [(u64, u32); NT]) {
+    unroll!(NT, |j| {
+        let at = dst + slot_x(MT) + 1024 * j as u32;
+        cp_async16_ca_or_zero(at, x[j].0, x[j].1);
+        cp_async16_ca_or_zero(at + 512, x[j].0 + 16, x[j].1);
+    });
 }
 
 /// The decode offset of the 16-bit format, as the factor the epilogue applies.
@@ -424,7 +477,8 @@ unsafe fn fc<
 ) {
     const { assert!(MT == 2 || MT == 4) };
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
-    // FC1 let FC2 launch only after its own wait) before waiting for FC1.
+    // FC1 let FC2 launch only after its own wait) and copies its first
+    // chunks' weights before waiting for FC1 (in [`phase`]).
     if FC1 {
         griddep_wait();
     }
@@ -447,19 +501,27 @@ unsafe fn fc<
     // This warp's first task and step in each phase.
     let (first1, step1) = (bid() * WB + warp, gdim() * WB);
     let (first2, step2) = (split.split_from + bid() * (WB / ks) + q, gdim() * (WB / ks));
-    if !FC1 {
-        griddep_wait();
+    if FC1 {
+        griddep_launch_dependents();
     }
-    griddep_launch_dependents();
     if plan.tasks == 0 {
         return;
     }
-    if split.whole > 0 {
-        // The whole rounds see only their own tasks.
-        let whole = Plan { tasks: split.split_from, ..plan };
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT>(p, &whole, first1, warp, 0, 1, step1);
+    // The whole rounds see only their own tasks.
+    let whole = Plan { tasks: split.split_from, ..plan };
+    if FC1 {
+        if split.whole > 0 {
+            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &whole, first1, warp, 0, 1, step1);
+        }
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &plan, first2, q, kp, ks, step2);
+    } else if split.whole > 0 {
+        // FC2 waits for FC1 in its first phase (`PRE`), after copying the
+        // weights of its first chunks.
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true>(p, &whole, first1, warp, 0, 1, step1);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &plan, first2, q, kp, ks, step2);
+    } else {
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true>(p, &plan, first2, q, kp, ks, step2);
     }
-    phase::<FC1, BF16, NT, MT, WB, S, LD, RT>(p, &plan, first2, q, kp, ks, step2);
 }
 
 /// One phase of the kernel: this warp (warp `kp` of group `q` of its block,
@@ -467,7 +529,9 @@ unsafe fn fc<
 /// `plan.tasks`, in each the chunks `kp, kp + ks, ...`; with `ks > 1` the
 /// group's partial tiles are summed in shared memory in `kp` order (a fixed
 /// order) and its warp 0 runs the epilogue. Starts and ends with this
-/// warp's ring empty (every copy it issues is of a chunk it reads).
+/// warp's ring empty (every copy it issues is of a chunk it reads). `PRE`
+/// (FC2's first phase): the kernel's wait for FC1 happens here, between
+/// the copies of the first chunks' weights and those of their h.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn phase<
@@ -479,6 +543,7 @@ unsafe fn phase<
     const S: u32,
     const LD: bool,
     const RT: bool,
+    const PRE: bool,
 >(
     p: &FcParams,
     plan: &Plan,
@@ -488,6 +553,7 @@ unsafe fn phase<
     ks: u32,
     tstep: u32,
 ) {
+    const { assert!(S >= 2 && S <= 4) };
     let plan = *plan;
     // Again here: the caller's hint does not always carry through (without
     // it the 8-warp FC2 kernels spill).
@@ -500,10 +566,37 @@ unsafe fn phase<
     let ring = base + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
     let mut pf = Producer::<NT, MT, RT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
-    let mut d = 0;
-    while d < S - 1 {
-        pf.refill::<FC1>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes);
-        d += 1;
+    if PRE {
+        // FC2's first phase: the weights of the first S - 1 chunks (inputs
+        // of the layer) are copied before the wait for FC1, h (FC1's output)
+        // after it. Those weight copies join copy group 0 (the first
+        // chunk's), so each chunk's data is complete when its group is, as
+        // in the plain prologue. (`unroll!` type-checks indices up to 7:
+        // `d.min(2)` is `d` here.)
+        let mut xs = [[(0u64, 1u32); NT]; 3];
+        let mut ok = [false; 3];
+        unroll!((S - 1) as usize, |d| {
+            if pf.valid(&plan) {
+                ok[d.min(2)] = true;
+                xs[d.min(2)] = pf.x_src();
+                pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
+                pf.advance::<FC1>(p, &plan);
+            }
+        });
+        griddep_wait();
+        griddep_launch_dependents();
+        unroll!((S - 1) as usize, |d| {
+            if ok[d.min(2)] {
+                copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
+            }
+            cp_async_commit();
+        });
+    } else {
+        let mut d = 0;
+        while d < S - 1 {
+            pf.refill::<FC1>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes);
+            d += 1;
+        }
     }
     // Slot to read next, and the one read last (refilled next).
     let (mut rd, mut wr) = (0, S - 1);
