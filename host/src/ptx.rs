@@ -118,6 +118,10 @@ mod tests {
                 _ if k.starts_with("w4a4_gemm_bm") => 5,
                 // 1 per chunk x 4 unrolled, 1 per tile.
                 _ if k.starts_with("moe_pfw") => 5,
+                // FC2: 2 in each split phase, and it has two (after whole
+                // rounds, or alone with the copies before the wait: `PRE`),
+                // block-uniform alternatives.
+                _ if k.starts_with("moe_fc2") => 4,
                 _ if k.starts_with("moe_fc") || k.starts_with("moe_pf") => 2,
                 _ => 0,
             }
