@@ -193,8 +193,10 @@ pub struct Tuning {
     /// On the prefill path, FC2 writes y (one row per (token, expert) pair)
     /// in the activation's 16-bit format instead of f32, and the combine
     /// reads it so: half of y's memory traffic, at one more rounding of each
-    /// pair's term (the combine still sums in f32, in k order). The decode
-    /// path always writes f32 (its y is small beside the weights).
+    /// pair's term (the combine still sums in f32, in k order; with f16
+    /// activations a term beyond ±65504 becomes ±inf, as `h` already can).
+    /// The decode path always writes f32 (its y is small beside the
+    /// weights).
     pub y16: bool,
 }
 
