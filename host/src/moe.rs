@@ -331,8 +331,15 @@ impl MoeWeights {
     /// tie, the 8-warp kernel was measured 0-12 % faster on the layers that
     /// route with the routing launch (run 57, docs/gpu-results.md), while
     /// the `_rt` kernels (`rt`, small layers and batches) keep a 5 per cent
-    /// preference for the 4-warp one (more chunks in flight per warp).
-    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool) -> Result<bool> {
+    /// preference for the 4-warp one (more chunks in flight per warp),
+    /// except for FC1 with at most 8 `pairs` (one token): there the 8-warp
+    /// FC1 measured 0-15 % faster with FC2's weights copied before its wait
+    /// (run 63: V4-Flash M = 1 34.8 against 40.9 µs, V4-Pro 76 against 80,
+    /// Qwen3 19.0 against 19.3).
+    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool, pairs: u32) -> Result<bool> {
+        if rt && fc == "1" && pairs <= 8 {
+            return Ok(true);
+        }
         let gpu = &self.gpu;
         let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
         let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2))?;
@@ -563,7 +570,7 @@ impl MoeWeights {
             }
             let wide = nt == 1
                 && !tune.load_only
-                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc), Ok)?;
+                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
             let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or_else(|| decode_task_rows(nt, e)) == 64;
             let suffix = if tune.load_only {
