@@ -389,17 +389,13 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     /// chunks).
     #[inline(always)]
     unsafe fn refill<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, dst: u32, dst_s: u32) {
-        // (As `copy_weights`, `copy_x` and `advance` in one: so written, the
-        // FC1 kernels compile to the code measured before those existed.)
         if self.valid(plan) {
+            self.copy_weights(plan, dst, dst_s);
+            // The activations and the step to the next chunk are written
+            // out here rather than as `copy_x` and `advance`: with those
+            // calls LLVM lays out FC1's NT = 4 kernels differently from the
+            // code measured (run 60).
             let c = self.c as u64;
-            unroll!(MT / 2, |s| {
-                let chunk = s as u64 * plan.nchunks as u64 + c;
-                let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
-                cp_async16(dst + 1024 * s as u32, code);
-                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
-                cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
-            });
             unroll!(NT, |j| {
                 let (at, b) = (dst + slot_x(MT) + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
                 cp_async16_ca_or_zero(at, b, self.skip[j]);
