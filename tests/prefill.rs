@@ -51,6 +51,8 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
         ("wgmma n128 y f32", Tuning { wgmma: true, wgmma_cols: Some(128), y16: false, ..base }),
+        ("wgmma decode-once n64", Tuning { wgmma: true, wgmma_ss: true, wgmma_cols: Some(64), ..base }),
+        ("wgmma decode-once n128", Tuning { wgmma: true, wgmma_ss: true, wgmma_cols: Some(128), ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
         ("mma.sync y f32", Tuning { wgmma: false, y16: false, ..base }),
     ]
@@ -204,6 +206,31 @@ fn prefill_sanitizer_case() {
         *ws.tuning_mut() = t;
         let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw), &want);
         report(&format!("prefill sanitizer case {label}: rel L2 error {err:.2e}"));
+        assert!(err < 1e-2, "{label}: {err}");
+    }
+}
+
+/// The smallest K (one 64-k chunk per tile in both GEMMs): the pipelines'
+/// prologues and lags are longer than a tile, so every kernel runs its
+/// hand-over across tile boundaries; several tiles per block.
+#[test]
+fn prefill_one_chunk_k() {
+    let Some(gpu) = gpu("prefill_one_chunk_k") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(91);
+    let (e, h, i, topk, m) = (5, 64, 64, 2, 700);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, m, topk).unwrap();
+    ws.set_path(ForwardPath::Prefill);
+    let x = rng.vec(m * h, 1.0);
+    let (ids, tw) = routing(&mut rng, m, e, topk);
+    let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
+    for (label, t) in variants(&gpu) {
+        // Few blocks, so each runs many tiles.
+        *ws.tuning_mut() = Tuning { fc_blocks: Some(3), ..t };
+        let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw), &want);
+        report(&format!("prefill K = 64 {label}: rel L2 error {err:.2e}"));
         assert!(err < 1e-2, "{label}: {err}");
     }
 }

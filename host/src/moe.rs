@@ -35,9 +35,9 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
-    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
-    ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, pss_smem_bytes, route_hist_words,
+    route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS,
+    PF_THREADS, PSS_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -173,6 +173,11 @@ pub struct Tuning {
     /// Prefill on the `wgmma` kernels where the build has them (sm_90a);
     /// `false`: the `mma.sync` ones.
     pub wgmma: bool,
+    /// The `wgmma` prefill on the decode-once kernels (`moe_pss*`: a
+    /// producer warpgroup decodes each tile's weights into shared memory,
+    /// two consumer warpgroups issue `wgmma`s with both operands there)
+    /// instead of `moe_pfw*` (each warp decodes its own A fragments).
+    pub wgmma_ss: bool,
     /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
     /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
@@ -180,10 +185,11 @@ pub struct Tuning {
     /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
     /// `None`: [`route_blocks_from`] of the layer's expert count.
     pub route_blocks_from: Option<usize>,
-    /// Blocks of the decode FC grids (`None`: as many as stay resident on
-    /// the GPU). A small grid makes a small layer take several rounds per
-    /// warp (whole rounds, then split ones: [`fc_split`]),
-    /// which the tests use to reach that walk without a full-size layer.
+    /// Blocks of the FC grids (`None`: as many as stay resident on the
+    /// GPU). A small grid makes a small layer take several rounds per warp
+    /// (decode: whole rounds, then split ones, [`fc_split`]; prefill: more
+    /// tiles per block), which the tests use to reach those paths without a
+    /// full-size layer.
     pub fc_blocks: Option<u32>,
     /// Most pairs (M x top-k) the decode FC kernels route themselves, in
     /// each block's shared memory, instead of after a routing launch (one
@@ -211,6 +217,7 @@ impl Tuning {
             task_rows: None,
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
+            wgmma_ss: false,
             wgmma_cols: None,
             route_blocks_from: None,
             fc_blocks: None,
@@ -563,7 +570,11 @@ impl MoeWeights {
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
             if let Some(c) = wg_cols {
-                return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));
+                return Ok(if tune.wgmma_ss {
+                    (format!("moe_pss{fc}_{}_n{c}", T::NAME), pss_smem_bytes(c), PSS_THREADS)
+                } else {
+                    (format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS)
+                });
             }
             if prefill {
                 return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));
@@ -595,11 +606,7 @@ impl MoeWeights {
         let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
         let fc_grid = |n: &str, threads: u32, smem: u32| -> Result<u32> {
             let resident = gpu.resident_blocks(n, threads, smem)?;
-            Ok(if prefill || wg_cols.is_some() {
-                resident
-            } else {
-                tune.fc_blocks.map_or(resident, |b| b.clamp(1, resident))
-            })
+            Ok(tune.fc_blocks.map_or(resident, |b| b.clamp(1, resident)))
         };
         let grid1 = fc_grid(&n1, threads1, smem1)?;
         let grid2 = fc_grid(&n2, threads2, smem2)?;

@@ -260,6 +260,78 @@ pub unsafe fn cp_async_wait_dyn(n: u32) {
     }
 }
 
+/// `x`, through an instruction the compiler cannot see into or move across
+/// another such one (a value computed from it then stays after, say, a
+/// `setmaxnreg` instead of being hoisted above it and kept live across it).
+#[inline(always)]
+pub fn opaque(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: a register move.
+    unsafe { asm!("mov.b32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(nostack)) };
+    y
+}
+/// [`tid()`] read where it is called: an instruction the compiler neither
+/// merges with other reads nor moves (so it is not live across, say, a
+/// `setmaxnreg`, which spills what is).
+#[inline(always)]
+pub fn tid_here() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %tid.x;", r = out(reg32) r, options(nostack)) };
+    r
+}
+/// [`bid()`], read as [`tid_here`] reads `tid()`.
+#[inline(always)]
+pub fn bid_here() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %ctaid.x;", r = out(reg32) r, options(nostack)) };
+    r
+}
+/// Waits at named barrier `id` (1..16; 0 is [`sync`]'s) until `n` threads
+/// (a multiple of 32, counting those that only [`bar_arrive`]) reached it;
+/// what they wrote to shared memory before is visible after.
+///
+/// # Safety
+/// Reached by whole warps from warp-uniform control flow (`.aligned`);
+/// every user of `id` agrees on `n`.
+#[inline(always)]
+pub unsafe fn bar_sync(id: u32, n: u32) {
+    asm!("bar.sync {i}, {n};", i = in(reg32) id, n = in(reg32) n, options(nostack));
+}
+/// Arrives at named barrier `id` without waiting (the producer side of a
+/// [`bar_sync`] hand-over), when `cond` holds: a predicated instruction, no
+/// branch.
+///
+/// # Safety
+/// As for [`bar_sync`]; `cond` warp-uniform.
+#[inline(always)]
+pub unsafe fn bar_arrive_if(id: u32, n: u32, cond: bool) {
+    asm!(
+        "{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p bar.arrive {i}, {n}; }}",
+        i = in(reg32) id, n = in(reg32) n, c = in(reg32) cond as u32, options(nostack)
+    );
+}
+/// `stmatrix.m8n8.x4`: stores four 8 x 8 16-bit matrices to shared memory;
+/// lane `i` names the address of row `i % 8` of matrix `i / 8`, and
+/// register `v[j]` is this lane's pair of matrix `j` (row `lane / 4`,
+/// columns `2 (lane % 4)`, `+1`): an `mma.m16n8k16` A fragment `a0..a3` is
+/// the four 8 x 8 quarters (rows 0-7 / 8-15, k 0-7 / 8-15) of its 16 x 16
+/// tile. sm_90.
+///
+/// # Safety
+/// Executed by the whole warp together; every address 16-byte aligned
+/// inside the block's shared memory.
+#[cfg(moe4_arch = "sm_90a")]
+#[inline(always)]
+pub unsafe fn stmatrix_x4(a: u32, v: [u32; 4]) {
+    asm!(
+        "stmatrix.sync.aligned.m8n8.x4.shared.b16 [{a}], {{{v0}, {v1}, {v2}, {v3}}};",
+        a = in(reg32) a, v0 = in(reg32) v[0], v1 = in(reg32) v[1], v2 = in(reg32) v[2], v3 = in(reg32) v[3],
+        options(nostack)
+    );
+}
+
 /// Programmatic dependent launch, consumer side: waits until the grids this
 /// one depends on have completed and their writes are visible. Every moe4
 /// kernel launched with the programmatic-serialization attribute calls it
