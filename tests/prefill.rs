@@ -51,8 +51,6 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
         ("wgmma n128 y f32", Tuning { wgmma: true, wgmma_cols: Some(128), y16: false, ..base }),
-        ("wgmma decode-once n64", Tuning { wgmma: true, wgmma_ss: true, wgmma_cols: Some(64), ..base }),
-        ("wgmma decode-once n128", Tuning { wgmma: true, wgmma_ss: true, wgmma_cols: Some(128), ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
         ("mma.sync y f32", Tuning { wgmma: false, y16: false, ..base }),
     ]

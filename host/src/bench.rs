@@ -653,10 +653,6 @@ pub struct PrefillResult {
     /// Layer microseconds with y in f32 on the prefill path
     /// ([`Tuning::y16`] off), where `us` ran with it on.
     pub y32_us: Option<f64>,
-    /// The other family of `wgmma` prefill kernels than `us` ran
-    /// ([`Tuning::wgmma_ss`] flipped; sm_90a): microseconds of route + FC1,
-    /// route + FC1 + FC2, and the layer.
-    pub other_us: Option<[f64; 3]>,
     /// Prefill microseconds of the first launches alone: route; route +
     /// FC1 (with `moe_permute_x` on the `wgmma` path); route + FC1 + FC2.
     pub stages_us: [f64; 3],
@@ -770,12 +766,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         for launches in 1..=3 {
             variants.push((crate::ForwardPath::Prefill, Some(Tuning { launches, ..d })));
         }
-        let other_at = variants.len();
-        if wgmma {
-            for launches in [2, 3, 4] {
-                variants.push((crate::ForwardPath::Prefill, Some(Tuning { launches, wgmma_ss: !d.wgmma_ss, ..d })));
-            }
-        }
         let mut best = vec![f64::INFINITY; variants.len()];
         for round in 0..PREFILL_ROUNDS {
             for j in 0..variants.len() {
@@ -791,7 +781,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             widths.iter().enumerate().map(|(k, &c)| (c, best[width_at + k] * 1e3)).collect();
         let y32_us = y32_at.map(|i| best[i] * 1e3);
         let stages_us = [0, 1, 2].map(|k| best[stages_at + k] * 1e3);
-        let other_us = wgmma.then(|| [0, 1, 2].map(|k| best[other_at + k] * 1e3));
         ws.set_path(crate::ForwardPath::Auto);
         let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
         let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
@@ -803,7 +792,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             mma_sync_us: mma_sync.map(|d| d * 1e3),
             by_width,
             y32_us,
-            other_us,
             stages_us,
             tflops: flops / (pf * 1e-3) / 1e12,
             cublas_tflops: flops / (cb * 1e-3) / 1e12,
@@ -814,7 +802,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | y f32 µs | route / +FC1 / +FC2 µs | other wgmma: +FC1 / +FC2 / layer µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | y f32 µs | route / +FC1 / +FC2 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));
@@ -825,10 +813,9 @@ pub fn prefill_table(r: &[PrefillResult]) -> String {
         };
         let y32 = x.y32_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let st = x.stages_us.map(|t| format!("{t:.0}")).join(" / ");
-        let other = x.other_us.map_or("-".to_string(), |o| o.map(|t| format!("{t:.0}")).join(" / "));
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
             x.shape,
             x.m,
             x.us,
@@ -837,7 +824,6 @@ pub fn prefill_table(r: &[PrefillResult]) -> String {
             w,
             y32,
             st,
-            other,
             x.tflops,
             x.cublas_tflops,
             x.tflops / x.cublas_tflops
@@ -852,7 +838,7 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"y32_us\":{},\"stages_us\":[{}],\"other_wgmma_us\":{},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"y32_us\":{},\"stages_us\":[{}],\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
                 x.shape,
                 x.m,
                 x.us,
@@ -861,7 +847,6 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
                 x.by_width.iter().map(|(c, t)| format!("\"{c}\":{t:.3}")).collect::<Vec<_>>().join(","),
                 x.y32_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.stages_us.map(|t| format!("{t:.3}")).join(","),
-                x.other_us.map_or("null".into(), |o| format!("[{}]", o.map(|t| format!("{t:.3}")).join(","))),
                 x.tflops,
                 x.cublas_tflops
             )

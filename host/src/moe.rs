@@ -35,9 +35,9 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, pss_smem_bytes, route_hist_words,
-    route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS,
-    PF_THREADS, PSS_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
+    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
+    ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -173,11 +173,6 @@ pub struct Tuning {
     /// Prefill on the `wgmma` kernels where the build has them (sm_90a);
     /// `false`: the `mma.sync` ones.
     pub wgmma: bool,
-    /// The `wgmma` prefill on the decode-once kernels (`moe_pss*`: a
-    /// producer warpgroup decodes each tile's weights into shared memory,
-    /// two consumer warpgroups issue `wgmma`s with both operands there)
-    /// instead of `moe_pfw*` (each warp decodes its own A fragments).
-    pub wgmma_ss: bool,
     /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
     /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
@@ -217,7 +212,6 @@ impl Tuning {
             task_rows: None,
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
-            wgmma_ss: false,
             wgmma_cols: None,
             route_blocks_from: None,
             fc_blocks: None,
@@ -570,11 +564,7 @@ impl MoeWeights {
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
             if let Some(c) = wg_cols {
-                return Ok(if tune.wgmma_ss {
-                    (format!("moe_pss{fc}_{}_n{c}", T::NAME), pss_smem_bytes(c), PSS_THREADS)
-                } else {
-                    (format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS)
-                });
+                return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));
             }
             if prefill {
                 return Ok((format!("moe_pf{fc}_{}", T::NAME), pf_smem_bytes(), PF_THREADS));

@@ -262,34 +262,6 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
     PFW_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + 1024
 }
 
-/// Threads per decode-once `wgmma` prefill block (sm_90a, `moe_pss*`):
-/// one producer warpgroup (copies, and the E2M1 decode of the tile's
-/// weights into shared memory) and two consumer warpgroups (`wgmma` with
-/// both operands in shared memory), 256 weight rows per tile.
-pub const PSS_THREADS: u32 = 384;
-/// Copy stages of the `moe_pss*` kernels (each a chunk's activations and
-/// its 8 tasks' raw codes and scales).
-pub const PSS_COPY_STAGES: u32 = 6;
-/// Stages of decoded weights of the `moe_pss*` kernels (256 rows x 64 k,
-/// 32 KiB each).
-pub const PSS_A_STAGES: u32 = 2;
-/// Chunks the `moe_pss*` producer copies ahead of the one it decodes: with
-/// `PSS_COPY_STAGES - PSS_A_STAGES` the chunk whose copy stage it refills
-/// and the chunk whose decoded stage it overwrites are the same one, so one
-/// release barrier per chunk serves both.
-pub const PSS_LAG: u32 = PSS_COPY_STAGES - PSS_A_STAGES;
-/// Bytes of one `moe_pss*` copy stage: the activations (`cols` rows of 128
-/// bytes, first, so 1024-byte aligned), the codes (8 KiB) and scales
-/// (1 KiB) of 8 tasks; a 1024-byte multiple.
-pub const fn pss_copy_bytes(cols: u32) -> u32 {
-    cols * 128 + 8 * 1024 + 8 * 128
-}
-/// Dynamic shared memory of a `moe_pss*` block: the decoded stages (32 KiB
-/// each), the copy stages, and 1 KiB to align them.
-pub const fn pss_smem_bytes(cols: u32) -> u32 {
-    PSS_A_STAGES * 32 * 1024 + PSS_COPY_STAGES * pss_copy_bytes(cols) + 1024
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -391,8 +363,6 @@ mod tests {
         // wgmma prefill: one block per SM, stages stay 1024-byte aligned.
         for cols in [64, 128] {
             assert!(pfw_smem_bytes(cols) <= 227 * 1024);
-            assert!(pss_smem_bytes(cols) <= 227 * 1024);
-            assert_eq!(pss_copy_bytes(cols) % 1024, 0);
             assert_eq!(pfw_stage_bytes(cols) % 1024, 0);
         }
     }

@@ -7,7 +7,6 @@
 //! | [`fc`] | `moe_fc1_*`, `moe_fc2_*`: NVFP4 streaming GEMMs (decode path) |
 //! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs (`mma.sync`) |
 //! | `prefill_wg` | `moe_pfw*`: prefill grouped GEMMs on `wgmma` (sm_90a builds) |
-//! | `prefill_ss` | `moe_pss*`: the same GEMMs with the weights decoded once into shared memory by a producer warpgroup (sm_90a builds) |
 //! | `wgmma` | the `wgmma` instruction, fences, descriptors (sm_90a builds) |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
@@ -80,8 +79,6 @@ pub mod combine;
 pub mod fc;
 pub mod peak;
 pub mod prefill;
-#[cfg(moe4_arch = "sm_90a")]
-pub mod prefill_ss;
 #[cfg(moe4_arch = "sm_90a")]
 pub mod prefill_wg;
 pub mod route;

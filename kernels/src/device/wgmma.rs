@@ -42,40 +42,6 @@ macro_rules! wgmma_rs {
     };
 }
 
-/// `wgmma.mma_async` with A and B by shared-memory descriptor (both
-/// K-major, no transpose); as [`wgmma_rs`] otherwise.
-macro_rules! wgmma_ss {
-    ($op:expr, $d:expr, $da:expr, $db:expr, $sd:expr; $r0:ident $j0:literal $c0:literal $(, $r:ident $j:literal $c:literal)*) => {
-        asm!(
-            concat!(
-                "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.", $op, " {{",
-                "{", stringify!($r0), "}", $(", {", stringify!($r), "}",)*
-                "}}, {da}, {db}, p, 1, 1, 0, 0; }}"
-            ),
-            $r0 = inout(reg32) $d[$j0][$c0],
-            $($r = inout(reg32) $d[$j][$c],)*
-            da = in(reg64) $da, db = in(reg64) $db, sd = in(reg32) $sd,
-            options(nostack)
-        )
-    };
-}
-
-/// `wgmma.mma_async.m64n64k16`, A from shared memory.
-macro_rules! wgmma_ss_m64n64k16 {
-    ($ty:literal, $d:expr, $da:expr, $db:expr, $sd:expr) => {
-        wgmma_ss!(concat!("m64n64k16.f32.", $ty, ".", $ty), $d, $da, $db, $sd;
-            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3)
-    };
-}
-
-/// `wgmma.mma_async.m64n128k16`, A from shared memory.
-macro_rules! wgmma_ss_m64n128k16 {
-    ($ty:literal, $d:expr, $da:expr, $db:expr, $sd:expr) => {
-        wgmma_ss!(concat!("m64n128k16.f32.", $ty, ".", $ty), $d, $da, $db, $sd;
-            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3, d32 8 0, d33 8 1, d34 8 2, d35 8 3, d36 9 0, d37 9 1, d38 9 2, d39 9 3, d40 10 0, d41 10 1, d42 10 2, d43 10 3, d44 11 0, d45 11 1, d46 11 2, d47 11 3, d48 12 0, d49 12 1, d50 12 2, d51 12 3, d52 13 0, d53 13 1, d54 13 2, d55 13 3, d56 14 0, d57 14 1, d58 14 2, d59 14 3, d60 15 0, d61 15 1, d62 15 2, d63 15 3)
-    };
-}
-
 /// `wgmma.mma_async.m64n64k16` into `$d: [[f32; 4]; 8]`; `$ty` is
 /// `"bf16"` or `"f16"`.
 macro_rules! wgmma_m64n64k16 {
@@ -178,56 +144,6 @@ pub unsafe fn mma<const BF16: bool, const NT: usize>(d: &mut [[f32; 4]; NT], a: 
             wgmma_m64n64k16!("f16", d, a, desc, sd)
         }
     }
-}
-
-/// `d (+)= A x B` over `8 NT` columns (NT = 8 or 16) with both operands in
-/// shared memory: A the 64 x 16 k-step slice at descriptor `da` (rows of
-/// 128 bytes, 128-byte swizzle, as [`desc_sw128`] for B), B at `db`.
-///
-/// # Safety
-/// Issued by all threads of the warpgroup together; both tiles stay
-/// unchanged until this group's [`wait`]; `d` is not touched before it.
-#[inline(always)]
-pub unsafe fn mma_ss<const BF16: bool, const NT: usize>(d: &mut [[f32; 4]; NT], da: u64, db: u64, accumulate: bool) {
-    const { assert!(NT == 8 || NT == 16) };
-    let sd = accumulate as u32;
-    // SAFETY (each cast): `NT` is the length the branch names.
-    let d = d.as_mut_ptr();
-    if NT == 16 {
-        let d = &mut *(d as *mut [[f32; 4]; 16]);
-        if BF16 {
-            wgmma_ss_m64n128k16!("bf16", d, da, db, sd)
-        } else {
-            wgmma_ss_m64n128k16!("f16", d, da, db, sd)
-        }
-    } else {
-        let d = &mut *(d as *mut [[f32; 4]; 8]);
-        if BF16 {
-            wgmma_ss_m64n64k16!("bf16", d, da, db, sd)
-        } else {
-            wgmma_ss_m64n64k16!("f16", d, da, db, sd)
-        }
-    }
-}
-
-/// Raises this warpgroup's registers per thread to `N` (`setmaxnreg.inc`;
-/// the registers come from those another warpgroup gave back).
-///
-/// # Safety
-/// Executed by all threads of the warpgroup together; `N` a multiple of 8
-/// in 24..=256, and the block's total within the SM's registers.
-#[inline(always)]
-pub unsafe fn regs_inc<const N: u32>() {
-    asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack));
-}
-
-/// Lowers this warpgroup's registers per thread to `N` (`setmaxnreg.dec`).
-///
-/// # Safety
-/// As for [`regs_inc`]; the code after it fits in `N` registers.
-#[inline(always)]
-pub unsafe fn regs_dec<const N: u32>() {
-    asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack));
 }
 
 /// `d (+)= a x B` over 128 columns, s8 operands, i32 accumulators.
