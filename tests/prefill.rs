@@ -185,27 +185,40 @@ fn prefill_every_tile_width() {
     assert!(err < 1e-2, "f16: {err}");
 }
 
-/// A small prefill case for compute-sanitizer (`scripts/gpu-run.sh
-/// sanitize`): every kernel variant once, partial tiles in rows and columns.
-#[test]
-fn prefill_sanitizer_case() {
-    let Some(gpu) = gpu("prefill_sanitizer_case") else { return };
+/// Every prefill kernel variant, each with `tune` applied to it, against
+/// the reference on a random bf16 layer `(e, h, i)` with `m` tokens of
+/// `topk` pairs (the rng seeded with `seed`); `what` names the case in the
+/// report.
+fn every_variant(
+    gpu: &std::sync::Arc<moe4::Gpu>,
+    what: &str,
+    seed: u64,
+    (e, h, i, topk, m): (usize, usize, usize, usize, usize),
+    tune: impl Fn(Tuning) -> Tuning,
+) {
     let s = gpu.context().default_stream();
-    let mut rng = Rng(77);
-    let (e, h, i, topk, m) = (4, 320, 192, 2, 150);
+    let mut rng = Rng(seed);
     let layer = random_layer(&mut rng, e, h, i);
-    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let w = MoeWeights::new(gpu, &s, &layer, Activation::Silu).unwrap();
     let mut ws = Workspace::new(&w, &s, m, topk).unwrap();
     ws.set_path(ForwardPath::Prefill);
     let x = rng.vec(m * h, 1.0);
     let (ids, tw) = routing(&mut rng, m, e, topk);
     let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
-    for (label, t) in variants(&gpu) {
-        *ws.tuning_mut() = t;
+    for (label, t) in variants(gpu) {
+        *ws.tuning_mut() = tune(t);
         let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw), &want);
-        report(&format!("prefill sanitizer case {label}: rel L2 error {err:.2e}"));
+        report(&format!("prefill {what} {label}: rel L2 error {err:.2e}"));
         assert!(err < 1e-2, "{label}: {err}");
     }
+}
+
+/// A small prefill case for compute-sanitizer (`scripts/gpu-run.sh
+/// sanitize`): every kernel variant once, partial tiles in rows and columns.
+#[test]
+fn prefill_sanitizer_case() {
+    let Some(gpu) = gpu("prefill_sanitizer_case") else { return };
+    every_variant(&gpu, "sanitizer case", 77, (4, 320, 192, 2, 150), |t| t);
 }
 
 /// The smallest K (one 64-k chunk per tile in both GEMMs): the pipelines'
@@ -214,21 +227,6 @@ fn prefill_sanitizer_case() {
 #[test]
 fn prefill_one_chunk_k() {
     let Some(gpu) = gpu("prefill_one_chunk_k") else { return };
-    let s = gpu.context().default_stream();
-    let mut rng = Rng(91);
-    let (e, h, i, topk, m) = (5, 64, 64, 2, 700);
-    let layer = random_layer(&mut rng, e, h, i);
-    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
-    let mut ws = Workspace::new(&w, &s, m, topk).unwrap();
-    ws.set_path(ForwardPath::Prefill);
-    let x = rng.vec(m * h, 1.0);
-    let (ids, tw) = routing(&mut rng, m, e, topk);
-    let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
-    for (label, t) in variants(&gpu) {
-        // Few blocks, so each runs many tiles.
-        *ws.tuning_mut() = Tuning { fc_blocks: Some(3), ..t };
-        let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw), &want);
-        report(&format!("prefill K = 64 {label}: rel L2 error {err:.2e}"));
-        assert!(err < 1e-2, "{label}: {err}");
-    }
+    // Few blocks, so each runs many tiles.
+    every_variant(&gpu, "K = 64", 91, (5, 64, 64, 2, 700), |t| Tuning { fc_blocks: Some(3), ..t });
 }
