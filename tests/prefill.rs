@@ -40,7 +40,9 @@ fn reference<T: Half>(
 }
 
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
-/// kernels with 64 and 128 pairs per tile and the `mma.sync` ones; else the
+/// kernels with 64 and 128 pairs per tile, 128 with the experts' last
+/// groups of at most 64 pairs on 64-pair tiles (the `_mix` kernels), and
+/// the `mma.sync` ones; else the
 /// `mma.sync` ones; y in 16 bits (the default) and in f32.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
@@ -49,8 +51,9 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     }
     vec![
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
-        ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), ..base }),
-        ("wgmma n128 y f32", Tuning { wgmma: true, wgmma_cols: Some(128), y16: false, ..base }),
+        ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), narrow_tail: false, ..base }),
+        ("wgmma n128 + n64 tails", Tuning { wgmma: true, wgmma_cols: Some(128), narrow_tail: true, ..base }),
+        ("wgmma n128 + n64 tails y f32", Tuning { wgmma: true, wgmma_cols: Some(128), y16: false, ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
         ("mma.sync y f32", Tuning { wgmma: false, y16: false, ..base }),
     ]

@@ -756,7 +756,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         let widths = if wgmma { vec![64, 128] } else { vec![] };
         let width_at = variants.len();
         for &c in &widths {
-            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), ..d })));
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), narrow_tail: false, ..d })));
         }
         let y32_at = d.y16.then(|| {
             variants.push((crate::ForwardPath::Prefill, Some(Tuning { y16: false, ..d })));

@@ -26,8 +26,9 @@
 //! the H200 ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it.
 //! The prefill kernels are `moe_pfw*` on sm_90a (`wgmma`, 256 weight rows x
 //! 64 or 128 pairs per tile, 128 from [`WIDE_PREFILL_PAIRS`] mean pairs per
-//! expert) and `moe_pf*` elsewhere (`mma.sync`, 128 x 64). All read the
-//! same copy of the weights.
+//! expert; with 128, an expert's last group of at most 64 pairs takes a
+//! 64-pair tile, [`Tuning::narrow_tail`]) and `moe_pf*` elsewhere
+//! (`mma.sync`, 128 x 64). All read the same copy of the weights.
 
 use crate::dtype::Half;
 use crate::error::{shape, unsupported, Error, Result};
@@ -55,6 +56,10 @@ pub const PREFILL_CROSSOVER: f64 = 24.0;
 pub const WIDE_PREFILL_PAIRS: f64 = 64.0;
 /// Widest column group any prefill kernel routes (pairs per tile).
 const MAX_GROUP: usize = 128;
+// The routing packs an expert's wide and narrow group counts in one word
+// (moe4_kernels::groups), which holds while the wide groups stay below
+// 2^NARROW_SHIFT: at most MAX_PAIRS of them.
+const _: () = assert!(MAX_PAIRS < 1 << moe4_kernels::groups::NARROW_SHIFT);
 
 /// Which kernels `forward` runs for FC1/FC2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +181,14 @@ pub struct Tuning {
     /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
     /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
+    /// With 128-pair `wgmma` prefill tiles, an expert's last group of at
+    /// most 64 pairs runs as a 64-pair tile (the `_mix` kernels; the
+    /// routing's narrow groups, `moe4_kernels::groups`) instead of a
+    /// 128-pair tile that is mostly empty. Measured on the H200 (run 71, two
+    /// benches in one call): 2-6 % faster at M = 8192 on the five
+    /// many-expert shapes (Mixtral 0-1 %), 4-14 % at M = 2048 where 128
+    /// pairs per tile is chosen.
+    pub narrow_tail: bool,
     /// Pairs (M x top-k) from which the routing runs on many blocks
     /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
     /// `None`: [`route_blocks_from`] of the layer's expert count.
@@ -213,6 +226,7 @@ impl Tuning {
             launches: 4,
             wgmma: gpu.arch().has_wgmma(),
             wgmma_cols: None,
+            narrow_tail: true,
             route_blocks_from: None,
             fc_blocks: None,
             fc_route_pairs: None,
@@ -247,7 +261,7 @@ impl Workspace {
             experts: weights.experts,
             sorted_pairs: stream.alloc_zeros(pairs)?,
             active: stream.alloc_zeros(4 * weights.experts)?,
-            n_active: stream.alloc_zeros(2)?,
+            n_active: stream.alloc_zeros(3)?,
             invalid: stream.alloc_zeros(1)?,
             // Decode h rows are indexed by column-group position: each active
             // expert's last group may be partly empty (up to 31 unused rows).
@@ -449,6 +463,8 @@ impl MoeWeights {
         } else {
             None
         };
+        // 128-pair tiles, and 64-pair ones for the experts' small remainders.
+        let mixed = wg_cols == Some(128) && tune.narrow_tail;
         // Small batches: the FC kernels route the pairs themselves (no
         // routing launch; one column tile, the decode kernels).
         // Active experts if routing is uniform: what the choices below go by.
@@ -483,6 +499,7 @@ impl MoeWeights {
                 (true, None) => PF_COLS,
                 (false, _) => 8 * nt as u32,
             },
+            narrow: if mixed { 64 } else { 0 },
             chunk: 0,
             hist: 0,
         };
@@ -563,6 +580,9 @@ impl MoeWeights {
         };
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
+            if mixed {
+                return Ok((format!("moe_pfw{fc}_{}_mix", T::NAME), pfw_smem_bytes(128), PFW_THREADS));
+            }
             if let Some(c) = wg_cols {
                 return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));
             }

@@ -116,7 +116,9 @@ mod tests {
                 _ if k.starts_with("w4a4_gemm_wg_") => 14,
                 // The schedule (3), 1 per stage, 1 per tile.
                 _ if k.starts_with("w4a4_gemm_bm") => 5,
-                // 1 per chunk x 4 unrolled, 1 per tile.
+                // 1 per chunk x 4 unrolled, 1 per tile; the mixed-width
+                // kernels run two such tile loops with 1 between them.
+                _ if k.starts_with("moe_pfw") && k.ends_with("_mix") => 11,
                 _ if k.starts_with("moe_pfw") => 5,
                 // FC2: 2 in each split phase, and it has two (after whole
                 // rounds, or alone with the copies before the wait: `PRE`),
@@ -162,7 +164,7 @@ mod tests {
                 assert!(ptx.contains(&format!(".entry {k}(")), "{} lacks {k}", a.name());
             }
             assert_eq!(Arch::from_name(a.name()), Some(a));
-            for k in ["moe_pfw1_bf16_n128", "moe_pfw2_f16_n64"] {
+            for k in ["moe_pfw1_bf16_n128", "moe_pfw2_f16_n64", "moe_pfw1_bf16_mix", "moe_pfw2_f16_mix"] {
                 assert_eq!(ptx.contains(&format!(".entry {k}(")), a.has_wgmma(), "{} and {k}", a.name());
             }
         }

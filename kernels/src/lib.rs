@@ -15,6 +15,7 @@
 //! | signed INT4 packing | [`int4`] |
 //! | in-register E2M1 decode (bit layout of a packed word) | [`decode`] |
 //! | the kernels' weight tile layout (who holds which k) | [`tile`] |
+//! | column groups: wide and narrow, their table offsets | [`groups`] |
 //! | kernel parameter structs shared with the host | [`params`] |
 //! | launch geometry (threads, shared memory) | [`launch`] |
 #![no_std]
@@ -24,6 +25,7 @@
 pub mod decode;
 pub mod e2m1;
 pub mod e4m3;
+pub mod groups;
 pub mod int4;
 pub mod launch;
 pub mod params;

@@ -44,14 +44,17 @@ pub struct RouteParams {
     pub sorted_pairs: u64,
     /// `ActiveExpert [n_experts]` out.
     pub active: u64,
-    /// `u32 [2]` out: number of active experts, total column groups.
+    /// `u32 [3]` out: number of active experts, `group`-wide column groups
+    /// (all of them without `narrow`), narrow column groups.
     pub n_active: u64,
     /// `u32` in/out: running count of out-of-range ids (not -1).
     pub invalid_count: u64,
-    /// `u32 [4 * groups]` out: per column group (expert, first slot, pairs, 0).
+    /// `u32 [4 * groups]` out: per column group (expert, first slot, pairs,
+    /// offset of its first column in `group_rows` and `group_w`).
     pub groups: u64,
     /// `u32 [groups * group]` out: per column group and column, the pair
-    /// there (`u32::MAX` past the group's last pair).
+    /// there (`u32::MAX` past the group's last pair); a group's columns start
+    /// at its record's offset ([`crate::groups`]).
     pub group_rows: u64,
     /// `f32 [groups * group]` out: the routing weight of that pair (0 past
     /// the last).
@@ -63,6 +66,10 @@ pub struct RouteParams {
     /// Pairs per column group of the FC kernels (`8 * NT`, or the prefill
     /// tile's 64).
     pub group: u32,
+    /// Nonzero: an expert's last group of at most this many pairs is a
+    /// narrow group ([`crate::groups`]), listed after all the `group`-wide
+    /// ones; `n_active[2]` counts them. Zero: every group is `group` wide.
+    pub narrow: u32,
     /// Pairs per block of the multi-block routing (`moe_route_count`,
     /// `moe_route_scatter`: block `b` takes pairs `b * chunk ..`); unused
     /// by the one-block `moe_route`.
@@ -100,7 +107,8 @@ pub struct FcParams {
     pub n_active: u64,
     /// `f32 [pairs]` routing weights (FC2).
     pub topk_weights: u64,
-    /// From routing: per column group (expert, first slot, pairs, 0).
+    /// From routing: per column group (expert, first slot, pairs, table
+    /// offset).
     pub groups: u64,
     /// From routing: the pair of each (group, column).
     pub group_rows: u64,

@@ -38,6 +38,34 @@ pub fn gdim() -> u32 {
     // SAFETY: reads a special register.
     unsafe { nvptx::_grid_dim_x() as u32 }
 }
+/// `x`, through an instruction the compiler cannot see into or move across
+/// another such one: a value computed from it is computed after that point
+/// (not merged with the same value computed earlier and kept live until
+/// then).
+#[inline(always)]
+pub fn opaque(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: a register move.
+    unsafe { asm!("mov.b32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(nostack)) };
+    y
+}
+/// [`bid()`] read where it is called (not merged with an earlier read and
+/// kept live until here).
+#[inline(always)]
+pub fn bid_here() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %ctaid.x;", r = out(reg32) r, options(nostack)) };
+    r
+}
+/// [`gdim()`] read where it is called (as [`bid_here`]).
+#[inline(always)]
+pub fn gdim_here() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %nctaid.x;", r = out(reg32) r, options(nostack)) };
+    r
+}
 /// `__syncthreads()`.
 #[inline(always)]
 pub fn sync() {

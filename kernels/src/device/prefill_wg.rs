@@ -30,13 +30,19 @@
 //! barrier) the next tile's first `PFW_STAGES - 2` chunks are issued
 //! before this tile's epilogue, so their latency hides behind its stores.
 //!
+//! **Mixed widths** (`moe_pfw*_mix`): with the routing's narrow groups
+//! ([`crate::groups`]), the 128-pair tiles and then the 64-pair ones (each
+//! expert's last group of at most 64 pairs) form one sequence of tiles over
+//! the grid; a block runs the two tile loops one after the other.
+//!
 //! **Work and epilogues** as the `mma.sync` prefill kernels
 //! ([`super::prefill`]): tiles = (column group of an active expert, 256-row
 //! block), blocks persistent; FC1 writes h (permuted) with the gated
 //! activation, FC2 alpha2 x routing weight x acc to y, with the group's
-//! pairs and routing weights (the routing's `group_rows`, `group_w`) copied
-//! to shared memory with the tile's first chunk (two tables, by tile
-//! parity: the next tile's is written during this tile's epilogue).
+//! pairs and routing weights (the routing's `group_rows`, `group_w`, from
+//! the group record's table offset) copied to shared memory with the tile's
+//! first chunk (two tables, by tile parity: the next tile's is written
+//! during this tile's epilogue).
 
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post};
@@ -59,8 +65,8 @@ const UNROLL: u32 = 4;
 /// past the group's pairs, warps past the expert's tasks) are zero-filled
 /// and read nothing, from an in-bounds address.
 struct Tile<const RPT: usize> {
-    /// Column group.
-    gi: u32,
+    /// The group's first column in the pair and weight tables.
+    tab: u32,
     /// Expert.
     e: u32,
     /// The group's first slot and pairs.
@@ -78,14 +84,15 @@ struct Tile<const RPT: usize> {
 }
 
 impl<const RPT: usize> Tile<RPT> {
-    /// Tile `tile` of `tpb` 256-row blocks per group, `tpe` tasks per
-    /// expert, `nchunks` chunks.
+    /// Tile `tile` of `tpb` 256-row blocks per group, counted from group
+    /// `g0`; `tpe` tasks per expert, `nchunks` chunks.
     #[inline(always)]
-    unsafe fn new<const FC1: bool>(p: &FcParams, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile<RPT> {
+    unsafe fn new<const FC1: bool>(p: &FcParams, g0: u32, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile<RPT> {
         let t0 = tid();
-        let (gi, rb) = (tile / tpb, tile % tpb);
+        let (gi, rb) = (g0 + tile / tpb, tile % tpb);
         let rec = p.groups + 16 * gi as u64;
         let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
+        let tab = ldg_u32_coherent(rec + 12);
         // Warps past the expert's rows multiply zeros (a warpgroup with
         // none skips its wgmmas).
         let task0 = rb * WARPS;
@@ -123,7 +130,7 @@ impl<const RPT: usize> Tile<RPT> {
         } else {
             p.scales
         };
-        Tile { gi, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
+        Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
     }
 
     /// Chunk `c`'s copies into the stage at `sb` (activations first, then
@@ -158,10 +165,7 @@ impl<const RPT: usize> Tile<RPT> {
             // 16-byte piece j of the pairs (j < cols / 4), then of the weights.
             let j = t0 - 64;
             let (src, at) = if j < cols / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - cols / 4)) };
-            cp_async16(
-                tab + if j < cols / 4 { 0 } else { 4 * cols } + at,
-                src + 4 * (self.gi * cols) as u64 + at as u64,
-            );
+            cp_async16(tab + if j < cols / 4 { 0 } else { 4 * cols } + at, src + 4 * self.tab as u64 + at as u64);
         }
         let mut s = 0;
         while s < STAGES - 2 {
@@ -174,33 +178,45 @@ impl<const RPT: usize> Tile<RPT> {
     }
 }
 
+/// 256-row blocks per column group.
 #[inline(always)]
-unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(p: &FcParams) {
+fn blocks_per_group(p: &FcParams) -> u32 {
+    (p.rows / TASK_ROWS as u32).div_ceil(WARPS)
+}
+
+/// The tiles `tile, tile + gdim(), ..` of the `groups` column groups from
+/// group `g0` (each `8 * NT` pairs wide), after the kernel's `griddep_wait`.
+/// `zero` is 0: an [`opaque`] one makes the values every tile uses (thread
+/// index, tile counts, shared addresses) computed here, not merged with an
+/// earlier call's and kept live through it (the mixed kernels' second
+/// call).
+#[inline(always)]
+unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(
+    p: &FcParams,
+    g0: u32,
+    groups: u32,
+    mut tile: u32,
+    zero: u32,
+) {
     const { assert!(RPT * 32 == NT * 8) };
     let cols = 8 * NT as u32;
     let x_bytes = cols * 128;
     let stage_bytes = pfw_stage_bytes(cols);
-    // Programmatic dependent launch: the previous kernel in the stream is
-    // complete (its writes visible) after this; then let the next launch.
-    griddep_wait();
-    griddep_launch_dependents();
-    let t0 = tid();
+    let t0 = tid() + zero;
     let (warp, lane) = (t0 / 32, t0 % 32);
-    let groups = ldg_u32_coherent(p.n_active + 4);
-    let tpe = p.rows / TASK_ROWS as u32;
-    let tpb = tpe.div_ceil(WARPS); // 256-row blocks per expert
-    let nchunks = p.k / KCHUNK as u32;
+    let tpe = (p.rows + zero) / TASK_ROWS as u32;
+    let tpb = tpe.div_ceil(WARPS);
+    let nchunks = (p.k + zero) / KCHUNK as u32;
     let tiles = groups * tpb;
-    let base = (smem() + 1023) & !1023;
+    let base = (smem() + zero + 1023) & !1023;
     // FC2's pair/weight tables, one per tile parity.
     let tables = base + STAGES * stage_bytes;
     let post = post::<BF16>();
 
-    let mut tile = bid();
     if tile >= tiles {
         return;
     }
-    let mut cur = Tile::<RPT>::new::<FC1>(p, tile, tpb, tpe, nchunks);
+    let mut cur = Tile::<RPT>::new::<FC1>(p, g0, tile, tpb, tpe, nchunks);
     let mut parity = 0;
     cur.prologue::<FC1>(p, nchunks, base, cols, tables);
     while tile < tiles {
@@ -280,11 +296,13 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         sync();
         let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
         let tab = tables + parity * 8 * cols;
-        let next = tile + gdim();
+        // (Read here: a grid size held from the kernel's start costs the
+        // mixed kernels a spilled register.)
+        let next = tile + gdim_here();
         if next < tiles {
             // The other table was last read by the previous tile's epilogue,
             // before this tile's chunk barriers.
-            cur = Tile::<RPT>::new::<FC1>(p, next, tpb, tpe, nchunks);
+            cur = Tile::<RPT>::new::<FC1>(p, g0, next, tpb, tpe, nchunks);
             cur.prologue::<FC1>(p, nchunks, base, cols, tables + (parity ^ 1) * 8 * cols);
         }
         if warp < ntask {
@@ -313,9 +331,63 @@ macro_rules! pfw_kernels {
         /// dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p)
+            // Programmatic dependent launch: the previous kernel in the
+            // stream is complete (its writes visible) after this; then let
+            // the next launch.
+            griddep_wait();
+            griddep_launch_dependents();
+            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p, 0, ldg_u32_coherent(p.n_active + 4), bid(), 0)
         }
     )*};
+}
+
+macro_rules! pfw_mixed_kernels {
+    ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
+        /// `wgmma` prefill GEMM instance `(FC1?, bf16?)` for mixed groups:
+        /// the 128-pair groups, then the 64-pair narrow ones
+        /// ([`crate::groups`]), as one sequence of tiles over the grid.
+        ///
+        /// # Safety
+        /// `p` as [`FcParams`] documents, routed with `group = 128`, `narrow
+        /// = 64`; [`PFW_THREADS`] threads, `pfw_smem_bytes(128)` bytes of
+        /// dynamic shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
+            griddep_wait();
+            griddep_launch_dependents();
+            prefill_mixed::<$fc1, $bf16>(&p)
+        }
+    )*};
+}
+
+/// The mixed-width kernels' body: tiles `0..wide * tpb` are the wide
+/// groups', the rest the narrow groups'; block `b` takes tiles `b, b +
+/// gdim(), ..` of that one sequence.
+#[inline(always)]
+unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
+    // (An opaque zero here as well: with a literal one, ptxas spilled a
+    // register or two of the wide loop.)
+    prefill_wg::<FC1, BF16, 16, 4>(p, 0, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+    // The narrow tiles' stages and tables overlap the wide ones'.
+    sync();
+    // What the narrow tiles need is worked out again here (the loads are
+    // volatile; `zero` is opaque), so nothing is held through the wide
+    // tiles' 255-register loop.
+    let zero = opaque(0);
+    let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
+    let wide_tiles = wide * blocks_per_group(p) + zero;
+    let mut first = bid_here();
+    while first < wide_tiles {
+        first += gdim_here();
+    }
+    prefill_wg::<FC1, BF16, 8, 2>(p, wide, narrow, first - wide_tiles, zero);
+}
+
+pfw_mixed_kernels! {
+    moe_pfw1_bf16_mix: true, true;
+    moe_pfw1_f16_mix: true, false;
+    moe_pfw2_bf16_mix: false, true;
+    moe_pfw2_f16_mix: false, false;
 }
 
 pfw_kernels! {

@@ -36,6 +36,7 @@
 //! of [`crate::launch::ROUTE_BLOCK_THREADS`].
 
 use super::arch::*;
+use crate::groups;
 use crate::launch::{FC_ROUTE_GROUP, FC_RT_COUNTS, FC_RT_FLAGS, FC_RT_GROUPS, FC_RT_IDS, FC_RT_ROWS, FC_RT_WEIGHTS};
 use crate::params::{FcParams, RouteParams};
 
@@ -75,19 +76,20 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     // `sts_if`.)
     let mine = t < p.n_experts;
     let c = lds(cnt + 4 * if mine { t } else { 0 });
-    let (first, gstart) = scan_experts(&p, if mine { c } else { 0 }, scratch);
+    let (first, gstart, wide_total) = scan_experts(&p, if mine { c } else { 0 }, scratch);
     sts_if(start + 4 * t, first, mine);
     sts_if(gfirst + 4 * t, gstart, mine);
     sync();
 
     // 3. Each pair's slot and table entries.
+    let tables = GroupTables::global(&p, wide_total);
     let mut i = t;
     while i < p.pairs {
         if let Ok(e) = expert_of(&p, i) {
             let first = lds(start + 4 * e);
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            GroupTables::global(&p).write_entry(slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
+            tables.write_entry(slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
         }
         i += nt;
     }
@@ -95,26 +97,30 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
 
 /// Step 2 for expert `tid()` (all threads of the block call it, `bdim() >=
 /// n_experts`; `count` = the expert's pairs, 0 past the last expert): its
-/// first slot and first column group, its record in `active`, and (thread
-/// 0) `n_active`. Contains the scan's barrier (its scratch is free after
-/// the next one).
+/// first slot and its first wide and narrow column groups ([`groups::pack`]ed),
+/// its record in `active`, and (thread 0) `n_active`; also returns the wide
+/// groups of all experts. Contains the scan's barrier (its scratch is free
+/// after the next one).
 #[inline(always)]
-unsafe fn scan_experts(p: &RouteParams, count: u32, scratch: u32) -> (u32, u32) {
+unsafe fn scan_experts(p: &RouteParams, count: u32, scratch: u32) -> (u32, u32, u32) {
     let e = tid();
+    let (wide, narrow) = groups::split(count, p.group, p.narrow);
     let ([first, pos, gstart], [_, total, gtotal]) =
-        block_exclusive_sum3([count, (count > 0) as u32, count.div_ceil(p.group.max(1))], scratch);
+        block_exclusive_sum3([count, (count > 0) as u32, groups::pack(wide, narrow)], scratch);
+    let (wide_total, narrow_total) = groups::unpack(gtotal, p.narrow);
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
         stg_u32(rec, e);
         stg_u32(rec + 4, first);
         stg_u32(rec + 8, count);
-        stg_u32(rec + 12, gstart);
+        stg_u32(rec + 12, groups::unpack(gstart, p.narrow).0);
     }
     if e == 0 {
         stg_u32(p.n_active, total);
-        stg_u32(p.n_active + 4, gtotal);
+        stg_u32(p.n_active + 4, wide_total);
+        stg_u32(p.n_active + 8, narrow_total);
     }
-    (first, gstart)
+    (first, gstart, wide_total)
 }
 
 /// Step 1 for this thread's pairs `first, first + step, ..` below `end`:
@@ -244,7 +250,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
         b += 16;
     }
     let count = if mine { count } else { 0 };
-    let (first, gstart) = scan_experts(&p, count, smem());
+    let (first, gstart, _) = scan_experts(&p, count, smem());
     let ex = p.hist + 4 * (blocks * p.n_experts + 3 * col) as u64;
     stg_u32_if(ex, first, mine);
     stg_u32_if(ex + 4, gstart, mine);
@@ -279,6 +285,8 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
         w += nt;
     }
     sync();
+    // The wide groups of all experts (`moe_route_scan`'s `n_active[1]`).
+    let tables = GroupTables::global(&p, ldg_u32_coherent(p.n_active + 4));
     let (b0, end) = block_pairs(&p);
     let mut i = b0 + t;
     while i < end {
@@ -286,7 +294,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
             let (first, gstart, count) = (lds(ex_s + 12 * e), lds(ex_s + 12 * e + 4), lds(ex_s + 12 * e + 8));
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            GroupTables::global(&p).write_entry(slot, first, gstart, e, i, first + count);
+            tables.write_entry(slot, first, gstart, e, i, first + count);
         }
         i += nt;
     }
@@ -294,7 +302,8 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
 
 /// Where the column-group tables go: global memory (the routing kernels)
 /// or, with `SHARED`, the `_rt` FC kernels' own shared memory (shared
-/// addresses, widened); `group` pairs per column group.
+/// addresses, widened); `group` pairs per column group, or `narrow` for the
+/// narrow groups ([`crate::groups`]) after the `wide_total` wide ones.
 #[derive(Clone, Copy)]
 struct GroupTables<const SHARED: bool> {
     groups: u64,
@@ -302,12 +311,22 @@ struct GroupTables<const SHARED: bool> {
     w: u64,
     topk_weights: u64,
     group: u32,
+    narrow: u32,
+    wide_total: u32,
 }
 
 impl GroupTables<false> {
-    /// The routing kernels' tables.
-    fn global(p: &RouteParams) -> Self {
-        GroupTables { groups: p.groups, rows: p.group_rows, w: p.group_w, topk_weights: p.topk_weights, group: p.group }
+    /// The routing kernels' tables, with `wide_total` wide groups in all.
+    fn global(p: &RouteParams, wide_total: u32) -> Self {
+        GroupTables {
+            groups: p.groups,
+            rows: p.group_rows,
+            w: p.group_w,
+            topk_weights: p.topk_weights,
+            group: p.group,
+            narrow: p.narrow,
+            wide_total,
+        }
     }
 }
 
@@ -322,28 +341,27 @@ impl<const SHARED: bool> GroupTables<SHARED> {
     }
 
     /// Writes slot `i`'s entry (the slots of expert `e` are `first..end`,
-    /// its groups from `gstart`): its pair and routing weight, and (for a
-    /// group's first slot) the group record and the empty columns past its
-    /// last pair (pair `u32::MAX`, weight 0; the FC kernels skip them).
+    /// its first wide and narrow groups [`groups::pack`]ed in `gstart`): its
+    /// pair and routing weight, and (for a group's first slot) the group
+    /// record and the empty columns past its last pair (pair `u32::MAX`,
+    /// weight 0; the FC kernels skip them).
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     unsafe fn write_entry(&self, i: u32, first: u32, gstart: u32, e: u32, pair: u32, end: u32) {
-        let pos = i - first;
-        let (g, col) = (pos / self.group, pos % self.group);
-        let gi = gstart + g;
-        let at = (gi * self.group + col) as u64;
+        let (wide0, narrow0) = groups::unpack(gstart, self.narrow);
+        let g = groups::place(i - first, end - first, self.group, self.narrow, wide0, narrow0, self.wide_total);
+        let at = (g.table + g.col) as u64;
         Self::put(self.rows + 4 * at, pair);
         Self::put(self.w + 4 * at, ldg_u32(self.topk_weights + 4 * pair as u64));
-        if col == 0 {
-            let rec = self.groups + 16 * gi as u64;
-            let n = if end - i < self.group { end - i } else { self.group };
+        if g.col == 0 {
+            let rec = self.groups + 16 * g.group as u64;
+            let n = if end - i < g.width { end - i } else { g.width };
             Self::put(rec, e);
             Self::put(rec + 4, i);
             Self::put(rec + 8, n);
-            Self::put(rec + 12, 0);
+            Self::put(rec + 12, g.table);
             let mut c = n;
-            while c < self.group {
-                let at = (gi * self.group + c) as u64;
+            while c < g.width {
+                let at = (g.table + c) as u64;
                 Self::put(self.rows + 4 * at, u32::MAX);
                 Self::put(self.w + 4 * at, 0);
                 c += 1;
@@ -418,6 +436,8 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
             w: (base + FC_RT_WEIGHTS) as u64,
             topk_weights: p.topk_weights,
             group: G,
+            narrow: 0,
+            wide_total: 0,
         };
         tables.write_entry(below + rank, below, gbelow, e, t, below + count);
     }
