@@ -172,24 +172,37 @@ unsafe fn compute<const BF16: bool, const NT: usize, const MT: usize, const LD: 
     });
 }
 
-#[inline(always)]
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + ex2(-x * core::f32::consts::LOG2_E))
+/// The gated activation of DESIGN.md §4 (NaN in, NaN out), its kind
+/// resolved once per epilogue so each output is one branch-free formula:
+/// `g' sigmoid(a g') (u' + b)` with `g' = min(g, limit)`, `u' =
+/// clamp(u, -limit, limit)` (`limit` is +inf for plain SiLU, so the clamps
+/// change nothing there), `a = 1, b = 0` for SiLU and clamped SiLU, `a =
+/// alpha, b = 1` for GPT-OSS. The sigmoid takes `ex2` and an approximate
+/// reciprocal (1 ulp) instead of an IEEE division. (`limit` and `alpha` are
+/// read from the parameters at each use: held in registers beside the
+/// `wgmma` kernels' accumulators they cost a spill.)
+#[derive(Clone, Copy)]
+pub struct Gate<'a> {
+    p: &'a FcParams,
+    gpt: bool,
 }
 
-/// The gated activation of DESIGN.md §4 (NaN in, NaN out).
-#[inline(always)]
-pub fn activation(kind: u32, g: f32, u: f32, limit: f32, alpha: f32) -> f32 {
-    if kind == ActKind::Silu as u32 {
-        g * sigmoid(g) * u
-    } else {
+impl<'a> Gate<'a> {
+    /// The activation `p.act` with `p.limit`, `p.act_alpha`.
+    #[inline(always)]
+    pub fn of(p: &'a FcParams) -> Gate<'a> {
+        Gate { p, gpt: p.act == ActKind::GptOss as u32 }
+    }
+
+    /// `act(g, u)`.
+    #[inline(always)]
+    pub fn apply(&self, g: f32, u: f32) -> f32 {
+        let limit = self.p.limit;
         let g = min_nan(g, limit);
         let u = max_nan(min_nan(u, limit), -limit);
-        if kind == ActKind::ClampedSilu as u32 {
-            g * sigmoid(g) * u
-        } else {
-            g * sigmoid(alpha * g) * (u + 1.0)
-        }
+        let x = if self.gpt { self.p.act_alpha * g } else { g };
+        let s = rcp(1.0 + ex2(x * -core::f32::consts::LOG2_E));
+        g * s * if self.gpt { u + 1.0 } else { u }
     }
 }
 
@@ -662,13 +675,17 @@ pub(super) unsafe fn store_h<const BF16: bool, const NT: usize, const MT: usize,
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let inter = p.rows / 2;
+    let gate = Gate::of(p);
     unroll!(MT, |mt| {
         let ch = 16 * r + 8 * mt as u32 + g;
         unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
+                // (A branch, not a predicated store: computing every output
+                // first let ptxas hold all 64 store addresses at once and
+                // spill the `wgmma` kernels.)
                 if col < n_grp {
-                    let h = activation(p.act, acc[mt][j][u] * ag, acc[mt][j][2 + u] * au, p.limit, p.act_alpha);
+                    let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
                     let row = (hrow0 + col) as u64;
                     // PERM: h in the wgmma k order of each 64-channel chunk.
                     let at = if PERM { (ch & !63) + wgmma_permuted((ch & 63) as usize) as u32 } else { ch };
