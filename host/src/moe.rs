@@ -37,8 +37,8 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
-    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
-    ROUTE_THREADS,
+    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
+    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -499,7 +499,7 @@ impl MoeWeights {
                 (true, None) => PF_COLS,
                 (false, _) => 8 * nt as u32,
             },
-            narrow: if mixed { 64 } else { 0 },
+            narrow: if mixed { PFW_NARROW_COLS } else { 0 },
             chunk: 0,
             hist: 0,
         };

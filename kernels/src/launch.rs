@@ -249,6 +249,10 @@ pub const fn pf_smem_bytes() -> u32 {
 pub const PFW_THREADS: u32 = 256;
 /// Pipeline stages of the `wgmma` prefill kernels.
 pub const PFW_STAGES: u32 = 5;
+/// Pairs per tile of the mixed `wgmma` prefill kernels' narrow tiles (each
+/// expert's last group of at most this many pairs; the wide tiles take
+/// 128): the routing's `narrow` width.
+pub const PFW_NARROW_COLS: u32 = 64;
 /// Bytes of one `wgmma` prefill stage with `cols` pairs per tile: the
 /// activations (`cols` rows of 128 bytes, first: 1024-byte aligned), the
 /// codes of 8 tasks (8 KiB), their scales (1 KiB).

@@ -47,7 +47,7 @@
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post};
 use super::wgmma;
-use crate::launch::{pfw_stage_bytes, PFW_STAGES, PFW_THREADS};
+use crate::launch::{pfw_stage_bytes, PFW_NARROW_COLS, PFW_STAGES, PFW_THREADS};
 use crate::params::{FcParams, PermuteParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
@@ -178,10 +178,10 @@ impl<const RPT: usize> Tile<RPT> {
     }
 }
 
-/// 256-row blocks per column group.
+/// 256-row blocks per column group of a layer of `rows` weight rows.
 #[inline(always)]
-fn blocks_per_group(p: &FcParams) -> u32 {
-    (p.rows / TASK_ROWS as u32).div_ceil(WARPS)
+fn blocks_per_group(rows: u32) -> u32 {
+    (rows / TASK_ROWS as u32).div_ceil(WARPS)
 }
 
 /// The tiles `tile, tile + gdim(), ..` of the `groups` column groups from
@@ -205,7 +205,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     let t0 = tid() + zero;
     let (warp, lane) = (t0 / 32, t0 % 32);
     let tpe = (p.rows + zero) / TASK_ROWS as u32;
-    let tpb = tpe.div_ceil(WARPS);
+    let tpb = blocks_per_group(p.rows + zero);
     let nchunks = (p.k + zero) / KCHUNK as u32;
     let tiles = groups * tpb;
     let base = (smem() + zero + 1023) & !1023;
@@ -375,12 +375,13 @@ unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
     // tiles' 255-register loop.
     let zero = opaque(0);
     let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
-    let wide_tiles = wide * blocks_per_group(p) + zero;
+    let wide_tiles = wide * blocks_per_group(p.rows) + zero;
     let mut first = bid_here();
     while first < wide_tiles {
         first += gdim_here();
     }
-    prefill_wg::<FC1, BF16, 8, 2>(p, wide, narrow, first - wide_tiles, zero);
+    const NT: usize = PFW_NARROW_COLS as usize / 8;
+    prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, wide, narrow, first - wide_tiles, zero);
 }
 
 pfw_mixed_kernels! {
