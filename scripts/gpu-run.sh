@@ -11,7 +11,9 @@
 # on the bench its name starts with: w4a4-, decode-, else prefill; the
 # decode one's shapes and M from EXP_DECODE_SHAPES, EXP_DECODE_M; each
 # pair EXP_REPEAT times, alternating: the card drifts by a few per cent) |
-# exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX) |
+# exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX;
+# test-prefill, test-decode and the prefill sanitizer case on each prefill
+# one; EXP_PREFILL_SHAPES, EXP_PREFILL_M: that bench's shapes and M) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
 # (ncu sections on one kernel each). TUNE_ARGS, PREFILL_ARGS, ...: extra arguments of bench tune, prefill, ...
 # (e.g. "--m 1,2,4,8 --shape Qwen3-30B-A3B,DeepSeek-V3").
@@ -121,13 +123,18 @@ if want exp; then
     case "$n" in
       w4a4-*) args=(bench w4a4 --shape Mixtral-8x7B,GPT-OSS-120B --m 8192) ;;
       decode-*) args=(bench decode --shape "${EXP_DECODE_SHAPES:-Qwen3-30B-A3B,DeepSeek-V3,Mixtral-8x7B}" --m "${EXP_DECODE_M:-1,8,64}") ;;
-      *) args=(bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B --m 8192) ;;
+      *) args=(bench prefill --shape "${EXP_PREFILL_SHAPES:-DeepSeek-V3,Qwen3-30B-A3B,Mixtral-8x7B}" --m "${EXP_PREFILL_M:-8192}") ;;
     esac
-    for r in $(seq "${EXP_REPEAT:-1}"); do
-      sfx=$([ "${EXP_REPEAT:-1}" = 1 ] || echo "-r$r")
-      step "exp-own-for-$n$sfx" 300 "$B/moe4" "${args[@]}"
-      step "exp-$n$sfx" 300 env MOE4_PTX_FILE="$f" "$B/moe4" "${args[@]}"
-    done
+    if want exp-tests && [[ "$n" != w4a4-* && "$n" != decode-* && "$n" == ${EXP_TEST_MATCH:-*} ]]; then
+      # An experimental prefill build against the CPU reference (the decode
+      # tests too: the same PTX module), and under the sanitizers.
+      S=$(cuda_tool compute-sanitizer)
+      step "exp-test-prefill-$n" 400 env MOE4_PTX_FILE="$f" "$B/test-prefill" --test-threads=2
+      step "exp-test-decode-$n" 400 env MOE4_PTX_FILE="$f" "$B/test-decode" --test-threads=2
+      for tool in memcheck racecheck synccheck; do
+        step "exp-$tool-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool $tool --error-exitcode 1 "$B/test-prefill" prefill_sanitizer_case
+      done
+    fi
     if want exp-tests && [[ "$n" == w4a4-* && "$n" == ${EXP_TEST_MATCH:-*} ]]; then
       # The experimental W4A4 build against the CPU reference, and under
       # the sanitizer, before it may land.
@@ -136,6 +143,11 @@ if want exp; then
       step "exp-memcheck-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool memcheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
       step "exp-racecheck-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool racecheck --error-exitcode 1 "$B/test-w4a4" wgmma_tiles
     fi
+    for r in $(seq "${EXP_REPEAT:-1}"); do
+      sfx=$([ "${EXP_REPEAT:-1}" = 1 ] || echo "-r$r")
+      step "exp-own-for-$n$sfx" 300 "$B/moe4" "${args[@]}"
+      step "exp-$n$sfx" 300 env MOE4_PTX_FILE="$f" "$B/moe4" "${args[@]}"
+    done
   done
 fi
 for k in tune route decode prefill w4a4; do

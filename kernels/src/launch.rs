@@ -259,11 +259,22 @@ pub const PFW_NARROW_COLS: u32 = 64;
 pub const fn pfw_stage_bytes(cols: u32) -> u32 {
     cols * 128 + 8 * 1024 + 8 * 128
 }
+/// Bytes per pair of the `wgmma` prefill epilogue's staging tile (the
+/// `moe4_exp = "bulkepi"` build: outputs gathered in shared memory, then one
+/// bulk copy per pair's row piece): FC2's 256 16-bit outputs of a tile
+/// (FC1 uses [`PFW_OUT_STRIDE_FC1`]), plus 16 bytes so that the 8 pairs an
+/// 8 x 8 `stmatrix` writes fall in 8 different 16-byte bank groups.
+pub const PFW_OUT_STRIDE_FC2: u32 = 2 * 8 * 32 + 16;
+/// [`PFW_OUT_STRIDE_FC2`] for FC1: 128 16-bit h channels per pair.
+pub const PFW_OUT_STRIDE_FC1: u32 = 2 * 8 * 16 + 16;
 /// Dynamic shared memory of a `wgmma` prefill block: the stages, two
 /// tables of a group's pairs and routing weights (`cols` u32 + `cols` f32
-/// each; FC2's epilogue), and 1 KiB to align them.
+/// each; FC2's epilogue), the epilogue's staging tile (`cols` x
+/// [`PFW_OUT_STRIDE_FC2`]: used by the `bulkepi` build only; no other
+/// build needs it, and one block per SM fits either way), and 1 KiB to
+/// align them.
 pub const fn pfw_smem_bytes(cols: u32) -> u32 {
-    PFW_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + 1024
+    PFW_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + cols * PFW_OUT_STRIDE_FC2 + 1024
 }
 
 #[cfg(test)]
@@ -368,6 +379,11 @@ mod tests {
         for cols in [64, 128] {
             assert!(pfw_smem_bytes(cols) <= 227 * 1024);
             assert_eq!(pfw_stage_bytes(cols) % 1024, 0);
+        }
+        // The staging tile's rows: 16-byte aligned (bulk copies), 8
+        // consecutive ones 16 bytes apart modulo the 128 bytes of the banks.
+        for stride in [PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2] {
+            assert_eq!(stride % 128, 16);
         }
     }
 }

@@ -9,6 +9,7 @@
 //! | `demo` | the main job: quantize a random Qwen3-30B-A3B layer and report its error |
 //! | `bench <decode\|prefill\|w4a4\|peak\|tune\|all>` | runs `moe4 bench` (needs a GPU) |
 //! | `gpu-bundle` | builds the test and tool binaries and copies them with a run script to `.gpu/` for a GPU machine without Rust |
+//! | `exp-ptx NAME CFG[,CFG..]` | builds the sm_90a PTX with `--cfg moe4_exp="CFG"` for each CFG (an experimental build), validates it as `build-ptx` does, and writes `.gpu/exp/NAME.ptx.gz` for `scripts/gpu-run.sh exp` (`gpu-bundle` keeps `.gpu/exp/`) |
 
 use std::env;
 use std::fs;
@@ -41,7 +42,11 @@ fn main() -> ExitCode {
             cargo(&a)
         }
         Some("gpu-bundle") => gpu_bundle(),
-        _ => Err("usage: cargo xtask <setup|build-ptx|check-ptx|test|demo|bench KIND|gpu-bundle>".into()),
+        Some("exp-ptx") if args.len() == 3 => exp_ptx(&args[1], &args[2]),
+        _ => Err(
+            "usage: cargo xtask <setup|build-ptx|check-ptx|test|demo|bench KIND|gpu-bundle|exp-ptx NAME CFG[,CFG..]>"
+                .into(),
+        ),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -134,71 +139,11 @@ fn parse_ptxas(log: &str) -> Vec<Usage> {
 }
 
 fn build_ptx(dest: &Path) -> Result {
-    if !ptxas_path().exists() {
-        setup()?;
-    }
     fs::create_dir_all(dest).map_err(|e| e.to_string())?;
     let mut failures = Vec::new();
     for (arch, cpu, features) in ARCHS {
-        let target_dir = root().join("target/ptx").join(arch);
-        let flags = format!("-C target-cpu={cpu} -C target-feature={features} --cfg moe4_arch=\"{arch}\"");
-        run(Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(root())
-            .env("RUSTC_BOOTSTRAP", "1") // build-std on stable, for this build only
-            .env("CARGO_ENCODED_RUSTFLAGS", flags.split(' ').collect::<Vec<_>>().join("\x1f"))
-            .args([
-                "rustc",
-                "-p",
-                "moe4-kernels",
-                "--profile",
-                "ptx",
-                "--target",
-                "nvptx64-nvidia-cuda",
-                "-Zbuild-std=core",
-                "--crate-type",
-                "cdylib",
-                "--quiet",
-                "--target-dir",
-            ])
-            .arg(&target_dir))?;
-        let built = target_dir.join("nvptx64-nvidia-cuda/ptx/moe4_kernels.ptx");
-        let ptx = fs::read_to_string(&built).map_err(|e| format!("{}: {e}", built.display()))?;
-        let ptx = if *arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx) };
         let out_path = dest.join(format!("{arch}.ptx"));
-        fs::write(&out_path, &ptx).map_err(|e| e.to_string())?;
-
-        let sass_arch = arch.to_string();
-        let o = Command::new(ptxas_path())
-            .args(["-v", "--warn-on-spills", &format!("-arch={sass_arch}")])
-            .arg(&out_path)
-            .args(["-o", "/dev/null"])
-            .output()
-            .map_err(|e| format!("ptxas: {e}"))?;
-        let log = String::from_utf8_lossy(&o.stderr).to_string() + &String::from_utf8_lossy(&o.stdout);
-        if !o.status.success() {
-            return Err(format!("ptxas rejected {arch}:\n{log}"));
-        }
-        println!("{arch}: {} bytes of PTX", ptx.len());
-        println!("  {:<28} {:>5} {:>7} {:>6} {:>7}", "kernel", "regs", "smem", "stack", "spills");
-        let mut usages = parse_ptxas(&log);
-        usages.sort_by(|a, b| a.kernel.cmp(&b.kernel));
-        for u in &usages {
-            println!(
-                "  {:<28} {:>5} {:>7} {:>6} {:>3}/{:<3}",
-                u.kernel, u.regs, u.smem, u.stack, u.spill_st, u.spill_ld
-            );
-            if u.stack > 0 || u.spill_st > 0 || u.spill_ld > 0 {
-                failures.push(format!("{arch} {}: stack {} spills {}/{}", u.kernel, u.stack, u.spill_st, u.spill_ld));
-            }
-        }
-        if usages.is_empty() {
-            failures.push(format!("{arch}: ptxas reported no kernels"));
-        }
-        // ptxas serializes a wgmma pipeline it cannot prove safe (C7514
-        // and kin): correct but slow, so a build error here.
-        for line in log.lines().filter(|l| l.contains("wgmma") && l.contains("serialized")) {
-            failures.push(format!("{arch}: {}", line.trim()));
-        }
+        failures.extend(build_arch(arch, cpu, features, &[], &root().join("target/ptx").join(arch), &out_path)?);
     }
     if failures.is_empty() {
         Ok(())
@@ -208,6 +153,101 @@ fn build_ptx(dest: &Path) -> Result {
             failures.join("\n  ")
         ))
     }
+}
+
+/// Builds the kernels for one architecture (with `--cfg moe4_exp="X"` for
+/// each of `exp`) into `out_path`, validates it with ptxas and prints each
+/// kernel's resources; returns the kernels with local memory or a
+/// serialized `wgmma` pipeline.
+fn build_arch(
+    arch: &str,
+    cpu: &str,
+    features: &str,
+    exp: &[&str],
+    target_dir: &Path,
+    out_path: &Path,
+) -> Result<Vec<String>> {
+    if !ptxas_path().exists() {
+        setup()?;
+    }
+    let mut flags: Vec<String> = ["-C", &format!("target-cpu={cpu}"), "-C", &format!("target-feature={features}")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    flags.extend(["--cfg".to_string(), format!("moe4_arch=\"{arch}\"")]);
+    for x in exp {
+        flags.extend(["--cfg".to_string(), format!("moe4_exp=\"{x}\"")]);
+    }
+    run(Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root())
+        .env("RUSTC_BOOTSTRAP", "1") // build-std on stable, for this build only
+        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"))
+        .args([
+            "rustc",
+            "-p",
+            "moe4-kernels",
+            "--profile",
+            "ptx",
+            "--target",
+            "nvptx64-nvidia-cuda",
+            "-Zbuild-std=core",
+            "--crate-type",
+            "cdylib",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(target_dir))?;
+    let built = target_dir.join("nvptx64-nvidia-cuda/ptx/moe4_kernels.ptx");
+    let ptx = fs::read_to_string(&built).map_err(|e| format!("{}: {e}", built.display()))?;
+    let ptx = if arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx) };
+    fs::write(out_path, &ptx).map_err(|e| e.to_string())?;
+
+    let o = Command::new(ptxas_path())
+        .args(["-v", "--warn-on-spills", &format!("-arch={arch}")])
+        .arg(out_path)
+        .args(["-o", "/dev/null"])
+        .output()
+        .map_err(|e| format!("ptxas: {e}"))?;
+    let log = String::from_utf8_lossy(&o.stderr).to_string() + &String::from_utf8_lossy(&o.stdout);
+    if !o.status.success() {
+        return Err(format!("ptxas rejected {arch}:\n{log}"));
+    }
+    println!("{arch}: {} bytes of PTX", ptx.len());
+    println!("  {:<28} {:>5} {:>7} {:>6} {:>7}", "kernel", "regs", "smem", "stack", "spills");
+    let mut failures = Vec::new();
+    let mut usages = parse_ptxas(&log);
+    usages.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+    for u in &usages {
+        println!("  {:<28} {:>5} {:>7} {:>6} {:>3}/{:<3}", u.kernel, u.regs, u.smem, u.stack, u.spill_st, u.spill_ld);
+        if u.stack > 0 || u.spill_st > 0 || u.spill_ld > 0 {
+            failures.push(format!("{arch} {}: stack {} spills {}/{}", u.kernel, u.stack, u.spill_st, u.spill_ld));
+        }
+    }
+    if usages.is_empty() {
+        failures.push(format!("{arch}: ptxas reported no kernels"));
+    }
+    // ptxas serializes a wgmma pipeline it cannot prove safe (C7514
+    // and kin): correct but slow, so a build error here.
+    for line in log.lines().filter(|l| l.contains("wgmma") && l.contains("serialized")) {
+        failures.push(format!("{arch}: {}", line.trim()));
+    }
+    Ok(failures)
+}
+
+/// `exp-ptx NAME CFGS`: the sm_90a PTX built with the experimental cfgs
+/// `CFGS` (comma-separated), as `.gpu/exp/NAME.ptx.gz`.
+fn exp_ptx(name: &str, cfgs: &str) -> Result {
+    let exp: Vec<&str> = cfgs.split(',').filter(|c| !c.is_empty()).collect();
+    let dir = root().join(".gpu/exp");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let out = dir.join(format!("{name}.ptx"));
+    let failures = build_arch("sm_90a", "sm_90a", "+ptx81", &exp, &root().join("target/ptx-exp").join(name), &out)?;
+    if !failures.is_empty() {
+        return Err(format!("{name}: {}", failures.join("\n  ")));
+    }
+    run(Command::new("gzip").args(["-9", "-f"]).arg(&out))?;
+    println!("exp-ptx: .gpu/exp/{name}.ptx.gz ({})", exp.join(", "));
+    Ok(())
 }
 
 /// Launch bounds rustc cannot express (CUDA's `__launch_bounds__`): kernels
@@ -277,7 +317,13 @@ fn ci() -> Result {
 
 fn gpu_bundle() -> Result {
     let dir = root().join(".gpu");
-    let _ = fs::remove_dir_all(&dir);
+    // Everything but the experimental PTX (`exp-ptx`) goes.
+    if let Ok(entries) = fs::read_dir(&dir) {
+        for f in entries.flatten().filter(|f| f.file_name() != "exp") {
+            let path = f.path();
+            let _ = if path.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        }
+    }
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let cargo_bin = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(&cargo_bin)

@@ -124,6 +124,50 @@ pub unsafe fn stg_u32_if(p: u64, v: u32, cond: bool) {
     asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.global.u32 [{p}], {v}; }}",
         c = in(reg32) cond as u32, p = in(reg64) p, v = in(reg32) v, options(nostack));
 }
+/// Shared store of 2 bytes.
+#[inline(always)]
+pub unsafe fn sts_u16(a: u32, v: u16) {
+    asm!("st.shared.u16 [{a}], {v};", a = in(reg32) a, v = in(reg16) v, options(nostack));
+}
+/// `stmatrix ... m8n8.x4.trans`: the warp's four 8 x 8 16-bit matrices in
+/// `mma` accumulator order (register `q` of lane `(g, t)` holds row `g`,
+/// columns `2t`, `2t + 1` of matrix `q`), each stored transposed: lane
+/// `8q + i` gives the shared address of 16 bytes that receive column `i`
+/// of matrix `q` (its rows 0..8 in order). Warp-wide (`.aligned`): every
+/// lane executes it.
+#[inline(always)]
+pub unsafe fn stmatrix_x4_trans(a: u32, v: [u32; 4]) {
+    asm!("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [{a}], {{{x}, {y}, {z}, {w}}};",
+        a = in(reg32) a, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
+        options(nostack));
+}
+/// Bulk asynchronous copy of `bytes` (a multiple of 16; both addresses
+/// 16-byte aligned) shared -> global (`cp.async.bulk`, sm_90), in the
+/// thread's current bulk group. The shared source must have been written
+/// before a [`super::wgmma::fence_proxy_async`] (the copy reads through the
+/// async proxy) and must not be rewritten before [`bulk_wait_read`].
+#[inline(always)]
+pub unsafe fn bulk_s2g(dst: u64, src: u32, bytes: u32) {
+    asm!("cp.async.bulk.global.shared::cta.bulk_group [{d}], [{s}], {n};",
+        d = in(reg64) dst, s = in(reg32) src, n = in(reg32) bytes, options(nostack));
+}
+/// Closes the thread's current bulk group.
+#[inline(always)]
+pub unsafe fn bulk_commit() {
+    asm!("cp.async.bulk.commit_group;", options(nostack));
+}
+/// Waits until at most `N` of this thread's bulk groups still read their
+/// shared sources.
+#[inline(always)]
+pub unsafe fn bulk_wait_read<const N: u32>() {
+    asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack));
+}
+/// Waits until at most `N` of this thread's bulk groups are incomplete
+/// (their global writes done).
+#[inline(always)]
+pub unsafe fn bulk_wait<const N: u32>() {
+    asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack));
+}
 /// Shared load of 16 bytes.
 #[inline(always)]
 pub unsafe fn lds_v4(a: u32) -> [u32; 4] {

@@ -713,6 +713,79 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM:
     store_h::<BF16, NT, MTILES, PERM>(p, acc, ag, au, r, hrow0, n_grp);
 }
 
+/// FC1 epilogue into a shared staging tile (prefill, `moe4_exp =
+/// "bulkepi"`): task `r`'s outputs (the `16 r0 ..` channels of the block
+/// from task `r0`) as 16-bit values at `stage + column x stride + 2 x` the
+/// channel's position in the block's permuted h row piece (its 64-channel
+/// chunks in the [`wgmma_permuted`] order).
+#[inline(always)]
+pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
+    p: &FcParams,
+    acc: &Acc<NT, MTILES>,
+    e: u32,
+    (r, r0): (u32, u32),
+    n_grp: u32,
+    post: f32,
+    (stage, stride): (u32, u32),
+) {
+    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let gate = Gate::of(p);
+    unroll!(MTILES, |mt| {
+        // The channel in the block's piece (its first, 16 r0, is a multiple
+        // of 64: blocks of 8 tasks), where the k order is the same.
+        let ch = 16 * (r - r0) + 8 * mt as u32 + g;
+        let at = (ch & !63) + wgmma_permuted((ch & 63) as usize) as u32;
+        unroll16!(NT, |j| {
+            unroll!(2, |u| {
+                let col = 8 * j as u32 + 2 * t + u as u32;
+                if col < n_grp {
+                    let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
+                    sts_u16(stage + col * stride + 2 * at, to_half_bits::<BF16>(h));
+                }
+            })
+        })
+    });
+}
+
+/// FC2 epilogue into a shared staging tile (prefill with 16-bit y,
+/// `moe4_exp = "bulkepi"`): `alpha2 x w(column) x acc` of the warp's 32
+/// rows (block rows `32 w ..`), each column's 16-bit values at `stage +
+/// column x stride + 2 x` the block row: a column of the tile is the y row
+/// piece of its pair. One `stmatrix .trans` per 8 columns.
+#[inline(always)]
+pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
+    p: &FcParams,
+    acc: &Acc<NT, MTILES>,
+    e: u32,
+    w: u32,
+    post: f32,
+    weight: impl Fn(u32) -> f32,
+    (stage, stride): (u32, u32),
+) {
+    const { assert!(MTILES == 2) };
+    let lane = tid() % 32;
+    let t = lane % 4;
+    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
+    unroll16!(NT, |j| {
+        let c = 8 * j as u32 + 2 * t;
+        let (s0, s1) = (weight(c) * a2, weight(c + 1) * a2);
+        // Matrix q = (16-row tile q / 2, rows 8 (q % 2) ..): block rows
+        // 32 w + 8 q ..; lane 8q + i addresses its column 8j + i.
+        let v = [
+            pack(acc[0][j][0] * s0, acc[0][j][1] * s1),
+            pack(acc[0][j][2] * s0, acc[0][j][3] * s1),
+            pack(acc[1][j][0] * s0, acc[1][j][1] * s1),
+            pack(acc[1][j][2] * s0, acc[1][j][3] * s1),
+        ];
+        let (q, i) = (lane / 8, lane % 8);
+        stmatrix_x4_trans(stage + (8 * j as u32 + i) * stride + 2 * (32 * w + 8 * q), v);
+    });
+}
+
 /// FC2 epilogue of one warp's `16 MT` rows (from layout task `r`) x `8 NT`
 /// pairs: `y[pair] = scale * acc` (f32) for this lane's output columns
 /// `(j, u)`; `u32::MAX` pairs are empty columns.

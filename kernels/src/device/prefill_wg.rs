@@ -42,12 +42,18 @@
 //! pairs and routing weights (the routing's `group_rows`, `group_w`, from
 //! the group record's table offset) copied to shared memory with the tile's
 //! first chunk (two tables, by tile parity: the next tile's is written
-//! during this tile's epilogue).
+//! during this tile's epilogue). The `moe4_exp = "bulkepi"` build instead
+//! gathers a tile's outputs in a shared staging tile (FC2: `stmatrix
+//! .trans`, 8 pairs x 8 rows per instruction) and sends each pair's row
+//! piece with one `cp.async.bulk`, whose writes overlap the next tile
+//! ([`BULK`]).
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post};
+use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post, stage_fc1, stage_fc2};
 use super::wgmma;
-use crate::launch::{pfw_stage_bytes, PFW_NARROW_COLS, PFW_STAGES, PFW_THREADS};
+use crate::launch::{
+    pfw_stage_bytes, PFW_NARROW_COLS, PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW_STAGES, PFW_THREADS,
+};
 use crate::params::{FcParams, PermuteParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
@@ -56,6 +62,12 @@ const STAGES: u32 = PFW_STAGES;
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
+/// The epilogues through a shared staging tile and bulk copies (the
+/// `moe4_exp = "bulkepi"` build; FC2 with 16-bit y only): each pair's row
+/// piece (FC1: 256 bytes of h, FC2: 512 bytes of y) leaves in one
+/// `cp.async.bulk` issued by one thread, in flight while the next tile runs,
+/// instead of 64 (FC1) or 128 (FC2) 2-byte stores per thread.
+const BULK: bool = cfg!(moe4_exp = "bulkepi");
 
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
@@ -209,8 +221,10 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     let nchunks = (p.k + zero) / KCHUNK as u32;
     let tiles = groups * tpb;
     let base = (smem() + zero + 1023) & !1023;
-    // FC2's pair/weight tables, one per tile parity.
+    // FC2's pair/weight tables, one per tile parity; the staging tile.
     let tables = base + STAGES * stage_bytes;
+    let out_stage = tables + 2 * 8 * cols;
+    let bulk = BULK && (FC1 || p.y16 != 0);
     let post = post::<BF16>();
 
     if tile >= tiles {
@@ -291,6 +305,10 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         wgmma::wait::<0>();
         unroll!(MTILES, |mt| wgmma::hold_f32(&mut acc[mt]));
         cp_async_wait::<0>();
+        if bulk {
+            // The previous tile's bulk copies have read the staging tile.
+            bulk_wait_read::<0>();
+        }
         // Every warpgroup's reads of the stages are done: the next tile's
         // first copies go out now, in flight during this tile's epilogue.
         sync();
@@ -305,7 +323,34 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             cur = Tile::<RPT>::new::<FC1>(p, g0, next, tpb, tpe, nchunks);
             cur.prologue::<FC1>(p, nchunks, base, cols, tables + (parity ^ 1) * 8 * cols);
         }
-        if warp < ntask {
+        if bulk {
+            let stride = if FC1 { PFW_OUT_STRIDE_FC1 } else { PFW_OUT_STRIDE_FC2 };
+            if warp < ntask {
+                if FC1 {
+                    stage_fc1::<BF16, NT>(p, &acc, e, (task0 + warp, task0), n_cols, post, (out_stage, stride));
+                } else {
+                    let weight = |col: u32| f32::from_bits(lds(tab + 4 * (cols + col)));
+                    stage_fc2::<BF16, NT>(p, &acc, e, warp, post, weight, (out_stage, stride));
+                }
+            }
+            // Written by the generic proxy, read by the bulk copies.
+            wgmma::fence_proxy_async();
+            sync();
+            if t0 < n_cols {
+                // Column t0's piece: FC1 h row slot0 + t0 from channel 16
+                // task0 (16 channels per task), FC2 y row of its pair from
+                // row 32 task0 (32 rows per task).
+                let (dst, bytes) = if FC1 {
+                    let row = (slot0 + t0) as u64 * (p.rows / 2) as u64;
+                    (p.output + 2 * (row + 16 * task0 as u64), 32 * ntask)
+                } else {
+                    let row = lds(tab + 4 * t0) as u64 * p.rows as u64;
+                    (p.output + 2 * (row + 32 * task0 as u64), 64 * ntask)
+                };
+                bulk_s2g(dst, out_stage + t0 * stride, bytes);
+                bulk_commit();
+            }
+        } else if warp < ntask {
             let r = task0 + warp;
             if FC1 {
                 epilogue_fc1::<BF16, NT, true>(p, &acc, e, r, slot0, n_cols, post);
@@ -317,6 +362,11 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         }
         tile = next;
         parity ^= 1;
+    }
+    if bulk {
+        // Every bulk copy's writes done before the block exits (or the
+        // mixed kernels' narrow tiles reuse the shared memory).
+        bulk_wait::<0>();
     }
 }
 
