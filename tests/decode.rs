@@ -2,8 +2,9 @@
 //! same quantized weights: model shapes (fewer experts where the whole layer
 //! would be too slow for the reference), M in 1, 3, 8, 33, 64, the three
 //! activations, bf16 and f16, ids with -1, all tokens on one expert,
-//! out-of-range ids, graph replay == eager bit for bit. Outputs are poisoned
-//! with NaN before every run and every element must come back finite.
+//! out-of-range ids, graph replay == eager bit for bit. Outputs (and the
+//! scratch between the kernels, h and y) are poisoned with NaN before every
+//! run and every element must come back finite.
 
 mod common;
 use common::*;
@@ -36,6 +37,9 @@ fn run_gpu<T: Half>(w: &MoeWeights, ws: &mut Workspace, s: &Arc<CudaStream>, c: 
     let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
     let poison = vec![T::from_bits(if T::IS_BF16 { 0x7FC0 } else { 0x7E00 }); c.m * h];
     let mut out = s.clone_htod(&poison).unwrap();
+    // The scratch too: no value an earlier run left there stands in for a
+    // write this one skips.
+    ws.poison_scratch(s).unwrap();
     w.forward(ws, s, &xd.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
     let got = s.clone_dtoh(&out).unwrap();
     let unwritten = got.iter().filter(|v| !v.to_f32().is_finite()).count();

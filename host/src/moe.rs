@@ -300,6 +300,25 @@ impl Workspace {
         &mut self.tuning
     }
 
+    /// Fills the internal scratch between the kernels (h, y) with NaN
+    /// (every byte 0xFF), so that a test that runs several kernel variants
+    /// on one workspace sees a write one of them skips, instead of a value
+    /// an earlier variant left there.
+    #[doc(hidden)]
+    pub fn poison_scratch(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let (h_len, y_len) = (self.h.len() * 2, self.y.len() * 4);
+        let (h, _h) = self.h.device_ptr_mut(stream);
+        let (y, _y) = self.y.device_ptr_mut(stream);
+        // SAFETY: each pointer covers the whole of its live allocation
+        // (`len` elements of 2 or 4 bytes), used on its own stream; any bit
+        // pattern is a valid u16 or f32.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(h, 0xFF, h_len, stream.cu_stream())?;
+            cudarc::driver::result::memset_d8_async(y, 0xFF, y_len, stream.cu_stream())?;
+        }
+        Ok(())
+    }
+
     /// Sets the out-of-range id counter back to zero.
     pub fn reset_invalid_id_count(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
         stream.memset_zeros(&mut self.invalid)?;

@@ -8,6 +8,7 @@ use super::arch::*;
 use super::route::expert;
 use crate::params::CombineParams;
 
+#[cfg_attr(moe4_exp = "combine2", allow(dead_code))]
 #[inline(always)]
 unsafe fn combine<const BF16: bool>(p: &CombineParams) {
     // Programmatic dependent launch: the previous kernel in the stream is
@@ -54,13 +55,79 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams) {
     stg_v2(p.out + 2 * (m as u64 * p.h as u64 + c as u64), lo, hi);
 }
 
+/// Pairs per batch of [`combine_batched`]: their loads are issued together.
+#[cfg(moe4_exp = "combine2")]
+const BATCH: usize = 8;
+
+/// [`combine`] with each thread's loads issued `BATCH` pairs at a time
+/// (the `moe4_exp = "combine2"` build): the plain loop waits for each
+/// pair's id, then its y, before the next pair's loads go out, so a thread
+/// spends top-k memory latencies in a row; here the ids of a batch, then
+/// its y pieces, are all in flight together. One 16-byte piece of y per
+/// pair: 8 outputs per thread with 16-bit y, 4 with f32. Same sum, same
+/// order, same result bit for bit.
+#[cfg(moe4_exp = "combine2")]
+#[inline(always)]
+unsafe fn combine_batched<const BF16: bool>(p: &CombineParams) {
+    griddep_wait();
+    griddep_launch_dependents();
+    let y16 = p.y16 != 0;
+    let per = if y16 { 8 } else { 4 };
+    let hq = p.h / per;
+    let i = bid() * bdim() + tid();
+    if i >= p.m * hq {
+        return;
+    }
+    let (m, c) = (i / hq, per * (i % hq));
+    let mut acc = [0f32; 8];
+    let mut j0 = 0;
+    while j0 < p.topk {
+        let mut ok = [false; BATCH];
+        let mut v = [[0u32; 4]; BATCH];
+        unroll!(BATCH, |b| {
+            let j = j0 + b as u32;
+            if j < p.topk {
+                ok[b] = expert(ldg_u32(p.topk_ids + 4 * (m * p.topk + j) as u64) as i32, p.n_experts).is_ok();
+            }
+        });
+        unroll!(BATCH, |b| {
+            if ok[b] {
+                let at = (m * p.topk + j0 + b as u32) as u64 * p.h as u64 + c as u64;
+                v[b] = ldg_v4(p.y + if y16 { 2 * at } else { 4 * at });
+            }
+        });
+        unroll!(BATCH, |b| {
+            if ok[b] {
+                if y16 {
+                    unroll!(4, |w| {
+                        acc[2 * w] += from_half_bits::<BF16>(v[b][w]);
+                        acc[2 * w + 1] += from_half_bits::<BF16>(v[b][w] >> 16);
+                    });
+                } else {
+                    unroll!(4, |q| acc[q] += f32::from_bits(v[b][q]));
+                }
+            }
+        });
+        j0 += BATCH as u32;
+    }
+    let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
+    let out = p.out + 2 * (m as u64 * p.h as u64 + c as u64);
+    stg_v2(out, pack(acc[0], acc[1]), pack(acc[2], acc[3]));
+    if y16 {
+        stg_v2(out + 8, pack(acc[4], acc[5]), pack(acc[6], acc[7]));
+    }
+}
+
 /// Combine to bf16.
 ///
 /// # Safety
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
-    combine::<true>(&p)
+    #[cfg(not(moe4_exp = "combine2"))]
+    combine::<true>(&p);
+    #[cfg(moe4_exp = "combine2")]
+    combine_batched::<true>(&p);
 }
 
 /// Combine to f16.
@@ -69,5 +136,8 @@ pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_f16(p: CombineParams) {
-    combine::<false>(&p)
+    #[cfg(not(moe4_exp = "combine2"))]
+    combine::<false>(&p);
+    #[cfg(moe4_exp = "combine2")]
+    combine_batched::<false>(&p);
 }

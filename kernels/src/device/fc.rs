@@ -718,6 +718,7 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM:
 /// from task `r0`) as 16-bit values at `stage + column x stride + 2 x` the
 /// channel's position in the block's permuted h row piece (its 64-channel
 /// chunks in the [`wgmma_permuted`] order).
+#[cfg(moe4_arch = "sm_90a")]
 #[inline(always)]
 pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     p: &FcParams,
@@ -755,6 +756,7 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
 /// rows (block rows `32 w ..`), each column's 16-bit values at `stage +
 /// column x stride + 2 x` the block row: a column of the tile is the y row
 /// piece of its pair. One `stmatrix .trans` per 8 columns.
+#[cfg(moe4_arch = "sm_90a")]
 #[inline(always)]
 pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
     p: &FcParams,

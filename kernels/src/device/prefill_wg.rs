@@ -68,6 +68,17 @@ const UNROLL: u32 = 4;
 /// `cp.async.bulk` issued by one thread, in flight while the next tile runs,
 /// instead of 64 (FC1) or 128 (FC2) 2-byte stores per thread.
 const BULK: bool = cfg!(moe4_exp = "bulkepi");
+/// The group records (and, FC1, the columns' pairs) of the next tiles
+/// copied into shared memory ahead of time (the `moe4_exp = "recpre"`
+/// build), so [`Tile::prefetched`] reads shared memory instead of waiting
+/// on two dependent global loads per tile. Three slots, by tile index
+/// modulo 3: with tile `k`'s first copies go tile `k + 2`'s record and its
+/// pairs (whose record came with tile `k - 1`'s); tile `k + 1`'s are
+/// complete by the end of tile `k`'s k-loop. Nothing is added to the
+/// k-loop. (Its code is under `#[cfg]`, not `if RECPRE`: that way the
+/// default build's PTX stays byte for byte what it was.)
+#[allow(dead_code)]
+const RECPRE: bool = cfg!(moe4_exp = "recpre");
 
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
@@ -145,6 +156,63 @@ impl<const RPT: usize> Tile<RPT> {
         Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
     }
 
+    /// [`Tile::new`] from the tile's group record (and, FC1, the pairs of
+    /// its columns) prefetched into shared memory at `pre` ([`RECPRE`]).
+    /// (The same body as `new` with its loads from `pre`: one of the two
+    /// goes when the experiment lands or is dropped.)
+    #[cfg(moe4_exp = "recpre")]
+    #[inline(always)]
+    unsafe fn prefetched<const FC1: bool>(
+        p: &FcParams,
+        pre: u32,
+        tile: u32,
+        tpb: u32,
+        tpe: u32,
+        nchunks: u32,
+    ) -> Tile<RPT> {
+        let t0 = tid();
+        let rb = tile % tpb;
+        let (e, slot0, n_cols, tab) = (lds(pre), lds(pre + 4), lds(pre + 8), lds(pre + 12));
+        // Warps past the expert's rows multiply zeros (a warpgroup with
+        // none skips its wgmmas).
+        let task0 = rb * WARPS;
+        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
+        // Activations: 16-byte piece `q` of rows `rsub + 32 i`.
+        let (q, rsub) = (t0 % 8, t0 / 8);
+        let mut xsrc = [p.input; RPT];
+        let mut xok = [false; RPT];
+        unroll!(RPT, |i| {
+            let r = rsub + 32 * i as u32;
+            if r < n_cols {
+                let slot = slot0 + r;
+                let row = if FC1 { lds(pre + 16 + 4 * r) / p.topk } else { slot };
+                xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
+                xok[i] = true;
+            }
+        });
+        // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
+        let task_base = (e * tpe + task0) as u64 * nchunks as u64;
+        let mut csrc = [p.codes; 2];
+        let mut cok = [false; 2];
+        unroll!(2, |j| {
+            let idx = t0 + PFW_THREADS * j as u32;
+            let task = idx / 64;
+            if task < ntask {
+                let at = (task_base + task as u64 * nchunks as u64) * CHUNK_CODE_BYTES as u64;
+                csrc[j] = p.codes + at + 16 * (idx % 64) as u64;
+                cok[j] = true;
+            }
+        });
+        let sok = t0 < 64 && t0 / 8 < ntask;
+        let ssrc = if sok {
+            let at = (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64;
+            p.scales + at + 16 * (t0 % 8) as u64
+        } else {
+            p.scales
+        };
+        Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
+    }
+
     /// Chunk `c`'s copies into the stage at `sb` (activations first, then
     /// codes, then scales: [`pfw_stage_bytes`]).
     #[inline(always)]
@@ -190,6 +258,29 @@ impl<const RPT: usize> Tile<RPT> {
     }
 }
 
+/// [`RECPRE`]: tile `tile`'s group record (if `tile < tiles`) copied to
+/// `at` by thread 0, in the current `cp.async` group.
+#[cfg(moe4_exp = "recpre")]
+#[inline(always)]
+unsafe fn prefetch_record(p: &FcParams, g0: u32, tile: u32, tiles: u32, tpb: u32, at: u32) {
+    if tid() == 0 && tile < tiles {
+        cp_async16(at, p.groups + 16 * (g0 + tile / tpb) as u64);
+    }
+}
+
+/// [`RECPRE`], FC1: the pairs of `n_cols` columns from slot `slot0`, to
+/// `at` (zeros past them); one per thread of the first 128, in the current
+/// `cp.async` group.
+#[cfg(moe4_exp = "recpre")]
+#[inline(always)]
+unsafe fn prefetch_pairs(p: &FcParams, slot0: u32, n_cols: u32, at: u32) {
+    let t0 = tid();
+    if t0 < 128 {
+        let src = if t0 < n_cols { p.sorted_pairs + 4 * (slot0 + t0) as u64 } else { p.sorted_pairs };
+        cp_async4_zfill(at + 4 * t0, src, t0 < n_cols);
+    }
+}
+
 /// 256-row blocks per column group of a layer of `rows` weight rows.
 #[inline(always)]
 fn blocks_per_group(rows: u32) -> u32 {
@@ -224,6 +315,14 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     // FC2's pair/weight tables, one per tile parity; the staging tile.
     let tables = base + STAGES * stage_bytes;
     let out_stage = tables + 2 * 8 * cols;
+    // RECPRE: three slots (tile index modulo 3) of a record and 128 pairs,
+    // before the staging tile; the current tile's slot.
+    #[cfg(moe4_exp = "recpre")]
+    let pre_at = |k: u32| tables + 2 * 8 * cols + k * crate::launch::PFW_PRE_SLOT_BYTES;
+    #[cfg(moe4_exp = "recpre")]
+    let out_stage = out_stage + 3 * crate::launch::PFW_PRE_SLOT_BYTES;
+    #[cfg(moe4_exp = "recpre")]
+    let mut pslot = 0;
     let bulk = BULK && (FC1 || p.y16 != 0);
     let post = post::<BF16>();
 
@@ -232,6 +331,20 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     }
     let mut cur = Tile::<RPT>::new::<FC1>(p, g0, tile, tpb, tpe, nchunks);
     let mut parity = 0;
+    // RECPRE: tiles 1 and 2's records and tile 1's pairs (from its record
+    // in global memory, once), with the first chunk's copies.
+    #[cfg(moe4_exp = "recpre")]
+    {
+        let t1 = tile + gdim_here();
+        if t1 < tiles {
+            prefetch_record(p, g0, t1, tiles, tpb, pre_at(1));
+            if FC1 {
+                let rec = p.groups + 16 * (g0 + t1 / tpb) as u64;
+                prefetch_pairs(p, ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8), pre_at(1) + 16);
+            }
+        }
+        prefetch_record(p, g0, t1 + gdim_here(), tiles, tpb, pre_at(2));
+    }
     cur.prologue::<FC1>(p, nchunks, base, cols, tables);
     while tile < tiles {
         let wg_busy = (warp / 4) * 4 < cur.ntask;
@@ -320,7 +433,27 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         if next < tiles {
             // The other table was last read by the previous tile's epilogue,
             // before this tile's chunk barriers.
-            cur = Tile::<RPT>::new::<FC1>(p, g0, next, tpb, tpe, nchunks);
+            #[cfg(not(moe4_exp = "recpre"))]
+            {
+                cur = Tile::<RPT>::new::<FC1>(p, g0, next, tpb, tpe, nchunks);
+            }
+            #[cfg(moe4_exp = "recpre")]
+            {
+                // Slots of the next tile and of the one after it.
+                let s1 = if pslot == 2 { 0 } else { pslot + 1 };
+                let s2 = if s1 == 2 { 0 } else { s1 + 1 };
+                cur = Tile::<RPT>::prefetched::<FC1>(p, pre_at(s1), next, tpb, tpe, nchunks);
+                // The tile after next: its pairs, from its record (landed
+                // in this tile's k-loop).
+                let t2 = next + gdim_here();
+                if FC1 && t2 < tiles {
+                    let at = pre_at(s2);
+                    prefetch_pairs(p, lds(at + 4), lds(at + 8), at + 16);
+                }
+                // This tile's slot is free: the record of the tile after those.
+                prefetch_record(p, g0, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
+                pslot = s1;
+            }
             cur.prologue::<FC1>(p, nchunks, base, cols, tables + (parity ^ 1) * 8 * cols);
         }
         if bulk {
