@@ -17,8 +17,11 @@ for sec in re.split(r"^=== ", log, flags=re.M):
     m = re.match(r"exp-(own-for-)?(.+?)(-r\d+)?$", name)
     if not m or "rc=" in sec.splitlines()[0]:
         continue
+    # exp-tests' steps (exp-test-*, exp-memcheck-*, ...) hold no bench.
+    if re.match(r"(test|memcheck|racecheck|synccheck)-", m.group(2)):
+        continue
     side = "own" if m.group(1) else "exp"
-    for p in re.finditer(r"^\s+(\S+) (M|rows)=(\d+) ([\d.]+) us", sec, re.M):
+    for p in re.finditer(r"^\s+(\S+) (M|rows)=(\d+) (?:prefill )?([\d.]+) us", sec, re.M):
         times[(m.group(2), side)][(p.group(1), int(p.group(3)))].append(float(p.group(4)))
 for exp in sorted({e for e, _ in times}):
     own, new = times[(exp, "own")], times[(exp, "exp")]
