@@ -3,6 +3,8 @@
 //! y is f32 (decode) or the output's 16-bit format (prefill, `y16`); the
 //! sum is f32 either way.
 //! No atomics: the sum order is fixed, so the output is bit-reproducible.
+//! (The `moe4_exp = "combine2"` build runs `combine_batched` instead: the
+//! same sums with each thread's loads issued 8 pairs at a time.)
 
 use super::arch::*;
 use super::route::expert;

@@ -46,7 +46,8 @@
 //! gathers a tile's outputs in a shared staging tile (FC2: `stmatrix
 //! .trans`, 8 pairs x 8 rows per instruction) and sends each pair's row
 //! piece with one `cp.async.bulk`, whose writes overlap the next tile
-//! ([`BULK`]).
+//! ([`BULK`]); the `"recpre"` build prefetches the next tiles' group
+//! records and pair indices into shared memory ([`RECPRE`]).
 
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post, stage_fc1, stage_fc2};
