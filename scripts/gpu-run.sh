@@ -14,7 +14,7 @@
 # exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX;
 # test-prefill, test-decode and the prefill sanitizer case on each prefill
 # one; EXP_PREFILL_SHAPES, EXP_PREFILL_M: that bench's shapes and M;
-# EXP_MATCH: a glob of the experimental builds to run) |
+# EXP_MATCH: globs, space-separated, of the experimental builds to run) |
 # profile-w4a4 | profile-w4a4-full (with per-instruction stalls) | profile-decode
 # (ncu sections on one kernel each). TUNE_ARGS, PREFILL_ARGS, ...: extra arguments of bench tune, prefill, ...
 # (e.g. "--m 1,2,4,8 --shape Qwen3-30B-A3B,DeepSeek-V3").
@@ -121,8 +121,12 @@ if want exp; then
   for f in "${BUNDLE:-.gpu}"/exp/*.ptx /tmp/moe4-exp/*.ptx; do
     [ -f "$f" ] || continue
     n=$(basename "$f" .ptx)
-    # EXP_MATCH (a glob): only the experimental builds whose name matches.
-    [[ "$n" == ${EXP_MATCH:-*} ]] || continue
+    # EXP_MATCH (globs, space-separated): only the experimental builds
+    # whose name matches one of them.
+    read -ra globs <<< "${EXP_MATCH:-*}"
+    hit=0
+    for g in "${globs[@]}"; do [[ "$n" == $g ]] && hit=1; done
+    [ $hit = 1 ] || continue
     case "$n" in
       w4a4-*) args=(bench w4a4 --shape Mixtral-8x7B,GPT-OSS-120B --m 8192) ;;
       decode-*) args=(bench decode --shape "${EXP_DECODE_SHAPES:-Qwen3-30B-A3B,DeepSeek-V3,Mixtral-8x7B}" --m "${EXP_DECODE_M:-1,8,64}") ;;

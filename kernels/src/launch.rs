@@ -249,6 +249,10 @@ pub const fn pf_smem_bytes() -> u32 {
 pub const PFW_THREADS: u32 = 256;
 /// Pipeline stages of the `wgmma` prefill kernels.
 pub const PFW_STAGES: u32 = 5;
+/// The most pipeline stages a `wgmma` prefill build uses (the `moe4_exp =
+/// "stages6"` build: loads 4 chunks ahead instead of 3); the host's shared
+/// memory for these kernels covers it.
+pub const PFW_STAGES_MAX: u32 = 6;
 /// Pairs per tile of the mixed `wgmma` prefill kernels' narrow tiles (each
 /// expert's last group of at most this many pairs; the wide tiles take
 /// 128): the routing's `narrow` width.
@@ -271,14 +275,15 @@ pub const PFW_OUT_STRIDE_FC1: u32 = 2 * 8 * 16 + 16;
 /// group record and pairs (the `moe4_exp = "recpre"` build): the 16-byte
 /// record, then 128 u32 pairs (FC1).
 pub const PFW_PRE_SLOT_BYTES: u32 = 16 + 4 * 128;
-/// Dynamic shared memory of a `wgmma` prefill block: the stages, two
+/// Dynamic shared memory of a `wgmma` prefill block: the stages
+/// ([`PFW_STAGES_MAX`] of them), two
 /// tables of a group's pairs and routing weights (`cols` u32 + `cols` f32
 /// each; FC2's epilogue), three [`PFW_PRE_SLOT_BYTES`] slots (`recpre`
 /// build), the epilogue's staging tile (`cols` x [`PFW_OUT_STRIDE_FC2`]:
 /// `bulkepi` build; no other build needs these two, and one block per SM
 /// fits either way), and 1 KiB to align them.
 pub const fn pfw_smem_bytes(cols: u32) -> u32 {
-    PFW_STAGES * pfw_stage_bytes(cols) + 2 * 8 * cols + 3 * PFW_PRE_SLOT_BYTES + cols * PFW_OUT_STRIDE_FC2 + 1024
+    PFW_STAGES_MAX * pfw_stage_bytes(cols) + 2 * 8 * cols + 3 * PFW_PRE_SLOT_BYTES + cols * PFW_OUT_STRIDE_FC2 + 1024
 }
 
 #[cfg(test)]

@@ -53,13 +53,15 @@ use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post, stage_fc1, stage_fc2};
 use super::wgmma;
 use crate::launch::{
-    pfw_stage_bytes, PFW_NARROW_COLS, PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW_STAGES, PFW_THREADS,
+    pfw_stage_bytes, PFW_NARROW_COLS, PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW_STAGES, PFW_STAGES_MAX, PFW_THREADS,
 };
 use crate::params::{FcParams, PermuteParams};
 use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 const WARPS: u32 = PFW_THREADS / 32;
-const STAGES: u32 = PFW_STAGES;
+/// Pipeline stages: [`PFW_STAGES`], or (the `moe4_exp = "stages6"` build)
+/// [`PFW_STAGES_MAX`].
+const STAGES: u32 = if cfg!(moe4_exp = "stages6") { PFW_STAGES_MAX } else { PFW_STAGES };
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
@@ -520,7 +522,10 @@ macro_rules! pfw_kernels {
             // the next launch.
             griddep_wait();
             griddep_launch_dependents();
-            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p, 0, ldg_u32_coherent(p.n_active + 4), bid(), 0)
+            // (`stages6`: an opaque zero, as in the mixed kernels; with a
+            // literal one the 128-pair kernels spilled a register.)
+            let zero = if cfg!(moe4_exp = "stages6") { opaque(0) } else { 0 };
+            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p, 0, ldg_u32_coherent(p.n_active + 4), bid(), zero)
         }
     )*};
 }
