@@ -96,9 +96,92 @@ pub const fn wgmma_permuted(k: usize) -> usize {
     2 * (4 * m + t) + u
 }
 
+/// Byte offset of block-local FC1 channel `ch` (0..128: task `ch / 16` of
+/// the block's 8) in column `col`'s row of the `wgmma` prefill epilogue's
+/// staging tile (the `moe4_exp = "bulkepi"` build), rows `stride` bytes
+/// apart: the h row piece in the [`wgmma_permuted`] order of each 64-channel
+/// chunk. A block's first channel is a multiple of 128, so the piece's
+/// permutation is the h row's.
+#[inline]
+pub const fn fc1_stage_at(col: u32, ch: u32, stride: u32) -> u32 {
+    col * stride + 2 * ((ch & !63) + wgmma_permuted((ch & 63) as usize) as u32)
+}
+
+/// Byte offset in the FC2 staging tile of the 16 bytes lane `lane` of warp
+/// `w` addresses in the `stmatrix .x4 .trans` of column tile `j`: matrix
+/// `q = lane / 8` is 16-row tile `q / 2`, rows `8 (q % 2) ..` of the warp's
+/// task (block rows `32 w + 8 q ..`), and its column `i = lane % 8` (pair
+/// column `8 j + i`) goes to that column's row, 8 rows in order.
+#[inline]
+pub const fn fc2_stage_row(lane: u32, j: u32, w: u32, stride: u32) -> u32 {
+    (8 * j + lane % 8) * stride + 2 * (32 * w + 8 * (lane / 8))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::{PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2};
+
+    #[test]
+    fn fc1_staging_is_the_h_row_piece() {
+        // Every block channel of a column lands once, where the global h
+        // row has it, counted from the block's first channel.
+        for rb in 0..3u32 {
+            let mut seen = [false; 128];
+            for ch in 0..128u32 {
+                let at = fc1_stage_at(5, ch, PFW_OUT_STRIDE_FC1) - 5 * PFW_OUT_STRIDE_FC1;
+                assert_eq!(at % 2, 0);
+                let pos = (at / 2) as usize;
+                assert!(!seen[pos]);
+                seen[pos] = true;
+                let global = 128 * rb + ch;
+                let want = (global & !63) + wgmma_permuted((global & 63) as usize) as u32;
+                assert_eq!(128 * rb + pos as u32, want, "block {rb} channel {ch}");
+            }
+            // The first 4 or 8 tasks (what a block holds: I is a multiple
+            // of 64) fill the first 64 or 128 positions: the bulk copy's
+            // 32 x ntask bytes.
+            for ntask in [4u32, 8] {
+                let mut got: [bool; 128] = [false; 128];
+                for ch in 0..16 * ntask {
+                    got[(fc1_stage_at(0, ch, PFW_OUT_STRIDE_FC1) / 2) as usize] = true;
+                }
+                assert!(got.iter().enumerate().all(|(i, &g)| g == (i < (16 * ntask) as usize)));
+            }
+        }
+        const { assert!(2 * 128 <= PFW_OUT_STRIDE_FC1) };
+    }
+
+    #[test]
+    fn fc2_stmatrix_rows_put_each_output_in_its_pair_row() {
+        // stmatrix .trans: register q of lane (g, t) holds matrix q's row g,
+        // columns 2t, 2t + 1; the 16 bytes lane 8q + i addresses receive
+        // column i, rows 0..8. With the FC2 fragment (row g of matrix q =
+        // block row 32 w + 8 q + g), output (row, column) must land at
+        // column x stride + 2 row.
+        let s = PFW_OUT_STRIDE_FC2;
+        for w in 0..8u32 {
+            for j in 0..16u32 {
+                for q in 0..4u32 {
+                    let mut groups = [false; 8];
+                    for i in 0..8u32 {
+                        let at = fc2_stage_row(8 * q + i, j, w, s);
+                        assert_eq!(at % 16, 0, "16-byte aligned");
+                        for r in 0..8u32 {
+                            let (row, col) = (32 * w + 8 * q + r, 8 * j + i);
+                            assert_eq!(at + 2 * r, col * s + 2 * row);
+                        }
+                        // The 8 rows of one matrix hit 8 different 16-byte
+                        // bank groups.
+                        let bank_group = ((at / 16) % 8) as usize;
+                        assert!(!groups[bank_group], "bank conflict w {w} j {j} q {q}");
+                        groups[bank_group] = true;
+                    }
+                }
+            }
+        }
+        const { assert!(2 * 256 <= PFW_OUT_STRIDE_FC2) };
+    }
 
     #[test]
     fn wgmma_order_matches_the_a_fragments() {

@@ -70,6 +70,8 @@ use crate::launch::{
     fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS, FC_RT_WEIGHTS,
 };
 use crate::params::{ActKind, FcParams};
+#[cfg(moe4_arch = "sm_90a")]
+use crate::tile::{fc1_stage_at, fc2_stage_row};
 use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,
@@ -714,10 +716,9 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM:
 }
 
 /// FC1 epilogue into a shared staging tile (prefill, `moe4_exp =
-/// "bulkepi"`): task `r`'s outputs (the `16 r0 ..` channels of the block
-/// from task `r0`) as 16-bit values at `stage + column x stride + 2 x` the
-/// channel's position in the block's permuted h row piece (its 64-channel
-/// chunks in the [`wgmma_permuted`] order).
+/// "bulkepi"`): task `r`'s outputs (channels `16 (r - r0) ..` of the block
+/// from task `r0`) as 16-bit values at `stage +`
+/// [`fc1_stage_at`]`(column, channel, stride)`: the block's h row piece.
 #[cfg(moe4_arch = "sm_90a")]
 #[inline(always)]
 pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
@@ -735,16 +736,16 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     let (g, t) = (lane / 4, lane % 4);
     let gate = Gate::of(p);
     unroll!(MTILES, |mt| {
-        // The channel in the block's piece (its first, 16 r0, is a multiple
-        // of 64: blocks of 8 tasks), where the k order is the same.
+        // The channel in the block's piece (whose first, 16 r0, is a
+        // multiple of 128: blocks of 8 tasks).
         let ch = 16 * (r - r0) + 8 * mt as u32 + g;
-        let at = (ch & !63) + wgmma_permuted((ch & 63) as usize) as u32;
+        let at = fc1_stage_at(0, ch, stride);
         unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
                 if col < n_grp {
                     let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
-                    sts_u16(stage + col * stride + 2 * at, to_half_bits::<BF16>(h));
+                    sts_u16(stage + col * stride + at, to_half_bits::<BF16>(h));
                 }
             })
         })
@@ -755,7 +756,8 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
 /// `moe4_exp = "bulkepi"`): `alpha2 x w(column) x acc` of the warp's 32
 /// rows (block rows `32 w ..`), each column's 16-bit values at `stage +
 /// column x stride + 2 x` the block row: a column of the tile is the y row
-/// piece of its pair. One `stmatrix .trans` per 8 columns.
+/// piece of its pair. One `stmatrix .trans` per 8 columns, at
+/// [`fc2_stage_row`].
 #[cfg(moe4_arch = "sm_90a")]
 #[inline(always)]
 pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
@@ -783,8 +785,7 @@ pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
             pack(acc[1][j][0] * s0, acc[1][j][1] * s1),
             pack(acc[1][j][2] * s0, acc[1][j][3] * s1),
         ];
-        let (q, i) = (lane / 8, lane % 8);
-        stmatrix_x4_trans(stage + (8 * j as u32 + i) * stride + 2 * (32 * w + 8 * q), v);
+        stmatrix_x4_trans(stage + fc2_stage_row(lane, j as u32, w, stride), v);
     });
 }
 
