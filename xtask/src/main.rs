@@ -241,7 +241,8 @@ fn exp_ptx(name: &str, cfgs: &str) -> Result {
     let dir = root().join(".gpu/exp");
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let out = dir.join(format!("{name}.ptx"));
-    let failures = build_arch("sm_90a", "sm_90a", "+ptx81", &exp, &root().join("target/ptx-exp").join(name), &out)?;
+    let (arch, cpu, features) = ARCHS.iter().find(|a| a.0 == "sm_90a").expect("sm_90a is one of ARCHS");
+    let failures = build_arch(arch, cpu, features, &exp, &root().join("target/ptx-exp").join(name), &out)?;
     if !failures.is_empty() {
         return Err(format!("{name}: {}", failures.join("\n  ")));
     }

@@ -47,7 +47,7 @@
 //! .trans`, 8 pairs x 8 rows per instruction) and sends each pair's row
 //! piece with one `cp.async.bulk`, whose writes overlap the next tile
 //! ([`BULK`]); the `"recpre"` build prefetches the next tiles' group
-//! records and pair indices into shared memory ([`RECPRE`]).
+//! records and pair indices into shared memory ([`prefetch_record`]).
 
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post, stage_fc1, stage_fc2};
@@ -71,17 +71,6 @@ const UNROLL: u32 = 4;
 /// `cp.async.bulk` issued by one thread, in flight while the next tile runs,
 /// instead of 64 (FC1) or 128 (FC2) 2-byte stores per thread.
 const BULK: bool = cfg!(moe4_exp = "bulkepi");
-/// The group records (and, FC1, the columns' pairs) of the next tiles
-/// copied into shared memory ahead of time (the `moe4_exp = "recpre"`
-/// build), so [`Tile::prefetched`] reads shared memory instead of waiting
-/// on two dependent global loads per tile. Three slots, by tile index
-/// modulo 3: with tile `k`'s first copies go tile `k + 2`'s record and its
-/// pairs (whose record came with tile `k - 1`'s); tile `k + 1`'s are
-/// complete by the end of tile `k`'s k-loop. Nothing is added to the
-/// k-loop. (Its code is under `#[cfg]`, not `if RECPRE`: that way the
-/// default build's PTX stays byte for byte what it was.)
-#[allow(dead_code)]
-const RECPRE: bool = cfg!(moe4_exp = "recpre");
 
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
@@ -160,7 +149,7 @@ impl<const RPT: usize> Tile<RPT> {
     }
 
     /// [`Tile::new`] from the tile's group record (and, FC1, the pairs of
-    /// its columns) prefetched into shared memory at `pre` ([`RECPRE`]).
+    /// its columns) prefetched into shared memory at `pre` ([`prefetch_record`]).
     /// (The same body as `new` with its loads from `pre`: one of the two
     /// goes when the experiment lands or is dropped.)
     #[cfg(moe4_exp = "recpre")]
@@ -261,8 +250,18 @@ impl<const RPT: usize> Tile<RPT> {
     }
 }
 
-/// [`RECPRE`]: tile `tile`'s group record (if `tile < tiles`) copied to
-/// `at` by thread 0, in the current `cp.async` group.
+/// The `moe4_exp = "recpre"` build: tile `tile`'s group record (if `tile <
+/// tiles`) copied to `at` by thread 0, in the current `cp.async` group.
+///
+/// The group records (and, FC1, the columns' pairs, [`prefetch_pairs`]) of
+/// the next tiles are copied into shared memory ahead of time, so
+/// [`Tile::prefetched`] reads shared memory instead of waiting on two
+/// dependent global loads per tile. Three slots, by tile index modulo 3:
+/// with tile `k`'s first copies go tile `k + 2`'s record and its pairs
+/// (whose record came with tile `k - 1`'s); tile `k + 1`'s are complete by
+/// the end of tile `k`'s k-loop. Nothing is added to the k-loop. (This code
+/// is under `#[cfg]`, not behind an `if` on a constant: that way the
+/// default build's PTX stays byte for byte what it was.)
 #[cfg(moe4_exp = "recpre")]
 #[inline(always)]
 unsafe fn prefetch_record(p: &FcParams, g0: u32, tile: u32, tiles: u32, tpb: u32, at: u32) {
@@ -271,7 +270,7 @@ unsafe fn prefetch_record(p: &FcParams, g0: u32, tile: u32, tiles: u32, tpb: u32
     }
 }
 
-/// [`RECPRE`], FC1: the pairs of `n_cols` columns from slot `slot0`, to
+/// `recpre` build, FC1: the pairs of `n_cols` columns from slot `slot0`, to
 /// `at` (zeros past them); one per thread of the first 128, in the current
 /// `cp.async` group.
 #[cfg(moe4_exp = "recpre")]
@@ -318,7 +317,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     // FC2's pair/weight tables, one per tile parity; the staging tile.
     let tables = base + STAGES * stage_bytes;
     let out_stage = tables + 2 * 8 * cols;
-    // RECPRE: three slots (tile index modulo 3) of a record and 128 pairs,
+    // recpre: three slots (tile index modulo 3) of a record and 128 pairs,
     // before the staging tile; the current tile's slot.
     #[cfg(moe4_exp = "recpre")]
     let pre_at = |k: u32| tables + 2 * 8 * cols + k * crate::launch::PFW_PRE_SLOT_BYTES;
@@ -334,7 +333,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     }
     let mut cur = Tile::<RPT>::new::<FC1>(p, g0, tile, tpb, tpe, nchunks);
     let mut parity = 0;
-    // RECPRE: tiles 1 and 2's records and tile 1's pairs (from its record
+    // recpre: tiles 1 and 2's records and tile 1's pairs (from its record
     // in global memory, once), with the first chunk's copies.
     #[cfg(moe4_exp = "recpre")]
     {
