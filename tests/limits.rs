@@ -1,0 +1,125 @@
+//! The layer at the edges of what it accepts, on both paths, against the
+//! f64 CPU reference: the most experts (`MAX_EXPERTS`) with the largest
+//! top-k (`MAX_TOPK`), the smallest H and I (64: one K chunk per task),
+//! one dimension 64 and the other 4096 each way, a single expert with
+//! top-1. Each M is run on the path `forward` picks and forced onto the
+//! other one (decode and prefill kernels must both take every valid
+//! shape), with -1 and out-of-range ids mixed in. Outputs are poisoned
+//! before every run; every element must come back finite.
+
+mod common;
+use common::*;
+use half::{bf16, f16};
+use moe4::nvfp4::Nvfp4Moe;
+use moe4::reference::{moe_layer, Activation};
+use moe4::{ForwardPath, Half, MoeWeights, Workspace, MAX_EXPERTS, MAX_TOPK};
+
+const TOL: f64 = 1e-2;
+
+/// One forward of `x` on `path` (output and scratch poisoned first).
+#[allow(clippy::too_many_arguments)]
+fn forward<T: Half>(
+    w: &MoeWeights,
+    ws: &mut Workspace,
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    path: ForwardPath,
+    x: &[f32],
+    ids: &[i32],
+    tw: &[f32],
+    label: &str,
+) -> Vec<f64> {
+    let h = w.hidden();
+    let m = x.len() / h;
+    let xd = s.clone_htod(&x.iter().map(|&v| T::from_f32(v)).collect::<Vec<_>>()).unwrap();
+    let (idd, twd) = (s.clone_htod(ids).unwrap(), s.clone_htod(tw).unwrap());
+    let mut out = s.clone_htod(&vec![T::from_f32(f32::NAN); m * h]).unwrap();
+    ws.poison_scratch(s).unwrap();
+    ws.set_path(path);
+    w.forward(ws, s, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut()).unwrap();
+    let got: Vec<f64> = s.clone_dtoh(&out).unwrap().iter().map(|v| v.to_f32() as f64).collect();
+    let unwritten = got.iter().filter(|v| !v.is_finite()).count();
+    assert_eq!(unwritten, 0, "{label}: {unwritten} outputs not written (or not finite)");
+    got
+}
+
+/// Runs `layer` at each M on the automatic path and on both forced ones,
+/// bf16 (and f16 at the first M), against the reference.
+fn check_layer(layer: &Nvfp4Moe, topk: usize, ms: &[usize], name: &str, rng: &mut Rng) {
+    let Some(gpu) = gpu(name) else { return };
+    let s = gpu.context().default_stream();
+    let (e, h) = (layer.experts(), layer.hidden());
+    let act = Activation::Silu;
+    let w = MoeWeights::new(&gpu, &s, layer, act).unwrap();
+    let max_m = *ms.iter().max().unwrap();
+    let mut ws = Workspace::new(&w, &s, max_m, topk).unwrap();
+    ws.reset_invalid_id_count(&s).unwrap();
+    let mut invalid = 0u64;
+    for (n, &m) in ms.iter().enumerate() {
+        let x = rng.vec(m * h, 1.0);
+        let (mut ids, tw) = routing(rng, m, e, topk);
+        // Another rank's experts (-1) and ids no expert has: both skipped.
+        for p in (0..ids.len()).step_by(9) {
+            ids[p] = -1;
+        }
+        let bad = ids.len() > 4;
+        if bad {
+            ids[4] = e as i32;
+        }
+        for path in [ForwardPath::Auto, ForwardPath::Decode, ForwardPath::Prefill] {
+            let dtypes: &[bool] = if n == 0 { &[true, false] } else { &[true] };
+            for &is_bf16 in dtypes {
+                let label = format!("{name} E={e} H={h} I={} top-{topk} M={m} {path:?}", layer.intermediate());
+                let (got, want) = if is_bf16 {
+                    let x16: Vec<f32> = x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+                    (
+                        forward::<bf16>(&w, &mut ws, &s, path, &x, &ids, &tw, &label),
+                        moe_layer(layer, act, &x16, &ids, &tw, m, topk).unwrap(),
+                    )
+                } else {
+                    let x16: Vec<f32> = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+                    (
+                        forward::<f16>(&w, &mut ws, &s, path, &x, &ids, &tw, &label),
+                        moe_layer(layer, act, &x16, &ids, &tw, m, topk).unwrap(),
+                    )
+                };
+                let err = rel_l2(&got, &want);
+                let t = if is_bf16 { "bf16" } else { "f16" };
+                report(&format!("limits {label} [{t}]: rel L2 error {err:.2e}"));
+                assert!(err < TOL, "{label} [{t}]: relative error {err} >= {TOL}");
+                invalid += bad as u64;
+            }
+        }
+    }
+    // Each run counted its one out-of-range id, none of the -1s.
+    assert_eq!(ws.invalid_id_count(&s).unwrap(), invalid, "{name}: out-of-range ids counted");
+}
+
+#[test]
+fn most_experts_with_the_largest_top_k() {
+    let mut rng = Rng(1024);
+    // 64 of 1024 experts per token: M = 1 routes in the FC kernels (64
+    // pairs), 7 and 33 on one block, 300 (19200 pairs) on many.
+    let layer = random_layer(&mut rng, MAX_EXPERTS, 64, 64);
+    check_layer(&layer, MAX_TOPK, &[1, 7, 33, 300], "most_experts_with_the_largest_top_k", &mut rng);
+}
+
+#[test]
+fn smallest_hidden_and_intermediate_sizes() {
+    let mut rng = Rng(64);
+    let layer = random_layer(&mut rng, 1, 64, 64);
+    check_layer(&layer, 1, &[1, 33, 4096], "smallest_hidden_and_intermediate_sizes", &mut rng);
+}
+
+#[test]
+fn small_hidden_wide_intermediate() {
+    let mut rng = Rng(4096);
+    let layer = random_layer(&mut rng, 4, 64, 4096);
+    check_layer(&layer, 2, &[1, 7, 128, 1000], "small_hidden_wide_intermediate", &mut rng);
+}
+
+#[test]
+fn wide_hidden_small_intermediate() {
+    let mut rng = Rng(4097);
+    let layer = random_layer(&mut rng, 4, 4096, 64);
+    check_layer(&layer, 2, &[1, 7, 128, 1000], "wide_hidden_small_intermediate", &mut rng);
+}
