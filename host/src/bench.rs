@@ -6,7 +6,9 @@
 //!   DESIGN.md §4, timed by CUDA graph replay; each graph holds R forward
 //!   calls whose routings rotate over disjoint expert pools where the layer
 //!   has enough experts, so the touched weights are not in L2; bytes =
-//!   weights + scales of the experts each call touches.
+//!   weights + scales of the experts each call touches. Beside each point,
+//!   its floor ([`read_floor_us`]): one kernel per call that only reads
+//!   those bytes, launched and timed the same way.
 //! - **peak**: `mma.sync` s8 / s4 / f16 rates on register operands.
 //! - **route**: the routing alone, one block vs many, by M (what
 //!   [`crate::ROUTE_BLOCKS_FROM`] is chosen from).
@@ -21,8 +23,9 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use crate::{GemmArgs, Workspace, W4A4};
 use cudarc::driver::sys::CUstreamCaptureMode;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::bf16;
+use moe4_kernels::params::ReadFloorParams;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -145,6 +148,18 @@ pub struct DecodeResult {
     pub gbps: f64,
     /// Over the same-run copy bandwidth.
     pub of_copy: f64,
+    /// Microseconds per call of the floor at this point: one kernel per
+    /// call that only reads `bytes` after a dependent launch and a
+    /// dependent load ([`read_floor_us`]), timed the same way.
+    pub floor_us: f64,
+}
+
+impl DecodeResult {
+    /// The floor's bytes over its time, over the copy bandwidth: the most
+    /// any decode kernel could reach at this point on this bench.
+    pub fn floor_of_copy(&self) -> f64 {
+        self.of_copy * self.us / self.floor_us
+    }
 }
 
 /// Times the decode layer for `shape` at each `m`.
@@ -243,6 +258,7 @@ pub fn decode_variants(
         }
         let passes = if tunings.len() > 1 { 3 } else { 1 };
         let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
+        let floor_us = read_floor_us(gpu, stream, bytes, calls, l2, reps)?;
         let mut times = vec![Vec::new(); tunings.len()];
         for pass in 0..passes {
             // Every other pass in reverse order: in a fixed order the first
@@ -261,12 +277,68 @@ pub fn decode_variants(
             }
             let us = median(std::mem::take(&mut times[i])) * 1e3 / calls as f64;
             let gbps = bytes / (us * 1e-6) / 1e9;
-            results
-                .push((label, Some(DecodeResult { shape: shape.name, m, us, bytes, gbps, of_copy: gbps / copy_gbps })));
+            let of_copy = gbps / copy_gbps;
+            results.push((label, Some(DecodeResult { shape: shape.name, m, us, bytes, gbps, of_copy, floor_us })));
         }
         *ws.tuning_mut() = defaults;
     }
     Ok(results)
+}
+
+/// The decode bench's floor for a point: microseconds per call of
+/// `moe4_read_floor` reading `bytes` (rounded up to 16-byte words) per
+/// call, `calls` calls per CUDA graph, each launched as the layer's
+/// kernels are (programmatic dependent launch: it waits for the one
+/// before), each reading its own slice of a buffer of at least 4 x `l2`
+/// bytes (as the decode graphs rotate over expert pools, so the bytes come
+/// from DRAM); the median of three timings of `reps` replays. A layer call
+/// needs at least one such kernel (its reads depend on the routing, which
+/// the kernel before it writes), so this is what no decode kernel can beat
+/// on this bench.
+pub fn read_floor_us(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    bytes: f64,
+    calls: usize,
+    l2: f64,
+    reps: usize,
+) -> Result<f64> {
+    let n16 = ((bytes / 16.0).ceil() as usize).max(1);
+    let slices = ((4.0 * l2 / 16.0).ceil() as usize).div_ceil(n16).max(1);
+    let buf = stream.alloc_zeros::<u32>(4 * n16 * slices)?;
+    let dep = stream.alloc_zeros::<u32>(1)?;
+    let mut out = stream.alloc_zeros::<u32>(1)?;
+    let (base, _b) = buf.device_ptr(stream);
+    let (dep_ptr, _d) = dep.device_ptr(stream);
+    let (out_ptr, _o) = out.device_ptr_mut(stream);
+    // Every thread an SM holds (256-thread blocks, 2048 threads per SM).
+    let grid = gpu.sm_count() * 8;
+    let launch = |c: usize| -> Result<()> {
+        let p = ReadFloorParams {
+            src: base + (16 * n16 * (c % slices)) as u64,
+            n16: n16 as u64,
+            dep: dep_ptr,
+            out: out_ptr,
+        };
+        // SAFETY: slice `c % slices` of `buf` holds n16 16-byte words;
+        // `dep` and `out` hold one word each.
+        unsafe { gpu.launch_dependent(stream, "moe4_read_floor", grid, 256, 0, p, true) }
+    };
+    for c in 0..calls {
+        launch(c)?;
+    }
+    stream.synchronize()?;
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    for c in 0..calls {
+        launch(c)?;
+    }
+    let g = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
+    let Some(g) = g else { return Ok(f64::NAN) };
+    let mut t = Vec::new();
+    for _ in 0..3 {
+        t.push(time_ms(stream, 2, reps, || Ok(g.launch()?))?);
+    }
+    Ok(median(t) * 1e3 / calls as f64)
 }
 
 /// The decode variants `moe4 bench tune` compares, against the defaults
@@ -470,17 +542,20 @@ pub fn w4a4(
 
 /// Formats decode results as a Markdown table.
 pub fn decode_table(r: &[DecodeResult], copy_gbps: f64) -> String {
-    let mut s = format!("copy bandwidth (same run): {copy_gbps:.0} GB/s\n\n| shape | M | µs | touched MB | GB/s | of copy BW |\n|---|---:|---:|---:|---:|---:|\n");
+    let mut s = format!("copy bandwidth (same run): {copy_gbps:.0} GB/s; floor: one kernel per call that only reads the touched bytes (after a dependent launch and load)\n\n| shape | M | µs | touched MB | GB/s | of copy BW | floor µs | floor of copy BW | of floor |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.2} |",
+            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.2} | {:.1} | {:.2} | {:.2} |",
             x.shape,
             x.m,
             x.us,
             x.bytes / 1e6,
             x.gbps,
-            x.of_copy
+            x.of_copy,
+            x.floor_us,
+            x.floor_of_copy(),
+            x.floor_us / x.us
         );
     }
     s
@@ -520,8 +595,8 @@ pub fn decode_json(r: &[DecodeResult], copy_gbps: f64) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"us\":{:.3},\"touched_bytes\":{:.0},\"gbps\":{:.1},\"of_copy\":{:.4}}}",
-                x.shape, x.m, x.us, x.bytes, x.gbps, x.of_copy
+                "{{\"shape\":\"{}\",\"m\":{},\"us\":{:.3},\"touched_bytes\":{:.0},\"gbps\":{:.1},\"of_copy\":{:.4},\"floor_us\":{:.3},\"floor_of_copy\":{:.4}}}",
+                x.shape, x.m, x.us, x.bytes, x.gbps, x.of_copy, x.floor_us, x.floor_of_copy()
             )
         })
         .collect();

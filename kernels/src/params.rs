@@ -251,3 +251,19 @@ pub struct QuantParams {
     /// Row length.
     pub k: u32,
 }
+
+/// `moe4_read_floor` (the decode benchmark's floor): read `n16` 16-byte
+/// words from `src`, after one dependent load of `dep`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadFloorParams {
+    /// The bytes to read.
+    pub src: u64,
+    /// How many 16-byte words.
+    pub n16: u64,
+    /// One u32 holding 0: the dependent load (its value offsets the reads).
+    pub dep: u64,
+    /// One u32, written only if the loads fold to a value a zero buffer
+    /// never gives.
+    pub out: u64,
+}

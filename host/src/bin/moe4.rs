@@ -246,7 +246,16 @@ fn bench_cmd(args: &[String]) -> Res {
         for s in &shapes {
             let r = bench::decode(&gpu, &stream, *s, &ms, copy)?;
             for x in &r {
-                eprintln!("  {} M={} {:.1} us {:.0} GB/s ({:.2})", x.shape, x.m, x.us, x.gbps, x.of_copy);
+                eprintln!(
+                    "  {} M={} {:.1} us {:.0} GB/s ({:.2}); floor {:.1} us ({:.2})",
+                    x.shape,
+                    x.m,
+                    x.us,
+                    x.gbps,
+                    x.of_copy,
+                    x.floor_us,
+                    x.floor_of_copy()
+                );
             }
             all.extend(r);
         }

@@ -13,7 +13,7 @@
 //! | `w4a4_wg` | `w4a4_gemm_wg_*`: the W4A4 GEMM on `wgmma` s8 (sm_90a builds) |
 //! | [`smoke`] | `smoke_*`: single-instruction checks against the CPU |
 //! | [`peak`] | `peak_*`: tensor-core rate microbenchmarks |
-//! | [`util`] | `moe4_fill`: device-side random fill for benchmarks |
+//! | [`util`] | `moe4_fill`: device-side random fill for benchmarks; `moe4_read_floor`: the decode benchmark's floor |
 
 /// `unroll!(N, |i| body)`: `body` for `i = 0, 1, .., N - 1` (N <= 8) as
 /// straight-line code, so arrays indexed by `i` stay in registers. A macro,
