@@ -311,8 +311,8 @@ pub fn read_floor_us(
     let (base, _b) = buf.device_ptr(stream);
     let (dep_ptr, _d) = dep.device_ptr(stream);
     let (out_ptr, _o) = out.device_ptr_mut(stream);
-    // Every thread an SM holds (256-thread blocks, 2048 threads per SM).
-    let grid = gpu.sm_count() * 8;
+    // Every block the GPU holds at once (one wave).
+    let grid = gpu.resident_blocks("moe4_read_floor", 256, 0)?;
     let launch = |c: usize| -> Result<()> {
         let p = ReadFloorParams {
             src: base + (16 * n16 * (c % slices)) as u64,
