@@ -12,6 +12,7 @@
 # decode one's shapes and M from EXP_DECODE_SHAPES, EXP_DECODE_M; each
 # pair EXP_REPEAT times, alternating: the card drifts by a few per cent) |
 # exp-tests (with exp: test-w4a4 and its sanitizer cases on each w4a4-* PTX;
+# test-decode, test-limits and the decode sanitizer case on each decode-* one;
 # test-prefill, test-decode, test-limits and the prefill sanitizer case on each prefill
 # one; EXP_PREFILL_SHAPES, EXP_PREFILL_M: that bench's shapes and M;
 # EXP_MATCH: globs, space-separated, of the experimental builds to run) |
@@ -141,6 +142,16 @@ if want exp; then
       step "exp-test-limits-$n" 300 env MOE4_PTX_FILE="$f" "$B/test-limits" --test-threads=2
       for tool in memcheck racecheck synccheck; do
         step "exp-$tool-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool $tool --error-exitcode 1 "$B/test-prefill" prefill_sanitizer_case
+      done
+    fi
+    if want exp-tests && [[ "$n" == decode-* && "$n" == ${EXP_TEST_MATCH:-*} ]]; then
+      # An experimental decode build against the CPU reference (and the
+      # layer's limits), and under the sanitizers, before it may land.
+      S=$(cuda_tool compute-sanitizer)
+      step "exp-test-decode-$n" 400 env MOE4_PTX_FILE="$f" "$B/test-decode" --test-threads=2
+      step "exp-test-limits-$n" 300 env MOE4_PTX_FILE="$f" "$B/test-limits" --test-threads=2
+      for tool in memcheck racecheck; do
+        step "exp-$tool-$n" 300 env MOE4_PTX_FILE="$f" "$S" --tool $tool --error-exitcode 1 "$B/test-decode" sanitizer_case
       done
     fi
     if want exp-tests && [[ "$n" == w4a4-* && "$n" == ${EXP_TEST_MATCH:-*} ]]; then

@@ -282,6 +282,17 @@ fn sanitizer_case() {
         c.name = format!("sanitizer, NT={nt}, 64-row tasks");
         check::<bf16>(&w, &mut ws, &s, &c);
     }
+    // FC2 in slices, where the build has its kernels (moe4_exp = "fc2sl"):
+    // two slices (FC2 has two chunks here), both routings.
+    if gpu.has_kernel("moe_fc2_bf16_nt1_sl") {
+        let d = moe4::Tuning::defaults(&gpu);
+        let mut c = case(&mut rng, &layer, "sanitizer, FC2 slices", 3, 4);
+        c.ids[2] = -1;
+        for fc_route_pairs in [None, Some(0)] {
+            *ws.tuning_mut() = moe4::Tuning { fc2_slices: Some(3), fc_route_pairs, ..d };
+            check::<bf16>(&w, &mut ws, &s, &c);
+        }
+    }
     // Whole rounds, then split ones (the ring reused across the two
     // phases, the reduction area in the second).
     two_phase_walk(&gpu, &s, &[(3, false, 1, 32), (1, true, 1, 32)]);
@@ -384,6 +395,50 @@ fn tuning_variants_against_the_reference() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
+}
+
+/// FC2 in slices (builds with the `_sl` kernels, `moe4_exp = "fc2sl"`;
+/// skipped with a message on builds without them): forced slice counts
+/// (2, 3, 7, all 16 chunks, more than the chunks), with the FC kernels'
+/// own routing and the routing kernel, on small grids too (several tasks
+/// per warp), both 16-bit types, -1 ids; and a call whose y cannot hold
+/// the slices is an error, not a fault.
+#[test]
+fn sliced_fc2_against_the_reference() {
+    let Some(gpu) = gpu("sliced_fc2_against_the_reference") else { return };
+    if !gpu.has_kernel("moe_fc2_bf16_nt1_sl") {
+        report("sliced_fc2_against_the_reference: SKIPPED, this PTX build has no sliced FC2 kernels");
+        return;
+    }
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(5151);
+    let (e, h, i, topk) = (8, 640, 1024, 4);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, 40, topk).unwrap();
+    let d = moe4::Tuning::defaults(&gpu);
+    for n in [2, 3, 7, 16, 40] {
+        for (routing, fc_route_pairs) in [("FC routing", None), ("routing kernel", Some(0))] {
+            for fc_blocks in [None, Some(1), Some(3)] {
+                let t = moe4::Tuning { fc2_slices: Some(n), fc_route_pairs, fc_blocks, ..d };
+                *ws.tuning_mut() = t;
+                for m in [1, 5] {
+                    let mut c = case(&mut rng, &layer, &format!("{n} slices, {routing}, grid {fc_blocks:?}"), m, topk);
+                    c.ids[1] = -1;
+                    check::<bf16>(&w, &mut ws, &s, &c);
+                    check::<f16>(&w, &mut ws, &s, &c);
+                }
+            }
+        }
+    }
+    // 40 tokens fill y: no room for a second slice per pair.
+    *ws.tuning_mut() = moe4::Tuning { fc2_slices: Some(2), ..d };
+    let c = case(&mut rng, &layer, "no room", 40, topk);
+    let x = s.clone_htod(&vec![bf16::ZERO; c.m * h]).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let mut out = s.alloc_zeros::<bf16>(c.m * h).unwrap();
+    let err = w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err();
+    assert!(err.to_string().contains("FC2 slices"), "{err}");
 }
 
 /// The small-batch path (routing in the FC kernels' shared memory, no

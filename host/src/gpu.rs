@@ -108,6 +108,12 @@ impl Gpu {
         self.ctx.name().unwrap_or_else(|_| "?".into())
     }
 
+    /// Whether the loaded build has kernel `name` (an experimental build
+    /// may add kernels the host then uses).
+    pub fn has_kernel(&self, name: &str) -> bool {
+        self.func(name).is_ok()
+    }
+
     fn func(&self, name: &str) -> Result<Arc<Func>> {
         let mut funcs = self.funcs.lock().expect("function cache");
         if let Some(f) = funcs.get(name) {

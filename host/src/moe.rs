@@ -36,9 +36,9 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split,
-    FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_WARPS, FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
-    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    fc_slices, fc_smem_bytes, fc_split, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words, route_smem_bytes,
+    route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_WIDE, PFW_NARROW_COLS,
+    PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -212,6 +212,14 @@ pub struct Tuning {
     /// The decode path always writes f32 (its y is small beside the
     /// weights).
     pub y16: bool,
+    /// Slices of the decode FC2 (builds with the `_sl` kernels, `moe4_exp =
+    /// "fc2sl"`): each task's chunks cut into this many strided shares
+    /// over any warps of the grid, each written as its own partial y row
+    /// and summed by the combine. `None`: where [`fc_slices`] gives a
+    /// queue at least 10 % shorter than the in-block split's (one column
+    /// tile; never where the build lacks the kernels); `Some(1)`: never;
+    /// `Some(n)`: `n` (an error where the build lacks the kernels).
+    pub fc2_slices: Option<u32>,
 }
 
 impl Tuning {
@@ -231,6 +239,7 @@ impl Tuning {
             fc_blocks: None,
             fc_route_pairs: None,
             y16: true,
+            fc2_slices: None,
         }
     }
 }
@@ -639,6 +648,54 @@ impl MoeWeights {
         };
         let grid1 = fc_grid(&n1, threads1, smem1)?;
         let grid2 = fc_grid(&n2, threads2, smem2)?;
+        // FC2 in slices (builds with the `_sl` kernels): where its queue is
+        // shorter than the in-block split's, and y holds the partial rows.
+        let (n2, smem2, threads2, grid2, slices) = {
+            let rt = if route_in_fc { "_rt" } else { "" };
+            let name = format!("moe_fc2_{}_nt1_sl{rt}", T::NAME);
+            let cap = (ws.max_tokens * ws.topk / (m * k)).min(FC_SLICES_MAX as usize) as u32;
+            let usable = !prefill && nt == 1 && !tune.load_only && cap >= 2;
+            let has = usable && gpu.has_kernel(&name);
+            let forced = tune.fc2_slices.filter(|&n| n > 1);
+            if let (Some(n), false) = (forced, has) {
+                return Err(unsupported(
+                    "FC2 slices",
+                    n,
+                    "needs a decode call with one column tile, y room for every pair's slices, and a build with the sliced FC2 kernels (moe4_exp = \"fc2sl\")",
+                ));
+            }
+            let smem =
+                fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2) + if route_in_fc { FC_ROUTE_BYTES } else { 0 };
+            let pick = if has && tune.fc2_slices.is_none_or(|n| n > 1) {
+                let grid = fc_grid(&name, 32 * FC_WARPS, smem)?;
+                let tasks = groups_est * (h as u32 / 32);
+                let nchunks = inter as u32 / 64;
+                let n = match forced {
+                    // The kernel takes at most one slice per chunk and
+                    // needs a whole group of warps; the combine must sum
+                    // what it writes.
+                    Some(n) => n.min(cap).min(nchunks).min(grid * FC_WARPS),
+                    None => {
+                        let (n, c2) = fc_slices(tasks, nchunks, grid * FC_WARPS, cap);
+                        let cur = fc_split(tasks, nchunks, threads2 / 32, grid2).cost as u64;
+                        // Unmeasured: a 10 % margin over the in-block split.
+                        if (c2 as u64) * 10 < 2 * cur * 9 {
+                            n
+                        } else {
+                            1
+                        }
+                    }
+                };
+                (n > 1).then_some((name, grid, n))
+            } else {
+                None
+            };
+            match pick {
+                Some((name, grid, n)) => (name, smem, 32 * FC_WARPS, grid, n),
+                None => (n2, smem2, threads2, grid2, 1),
+            }
+        };
+        let fc2 = FcParams { slices, ..fc2 };
         if wg_cols.is_some() {
             let perm = PermuteParams { src: x_ptr, dst: ybuf, rows: m as u32, k: h as u32 };
             let grid = ((m * h / 8) as u32).div_ceil(256).min(8 * gpu.sm_count());
@@ -669,11 +726,15 @@ impl MoeWeights {
             h: h as u32,
             n_experts: e as u32,
             y16: y16 as u32,
+            slices,
         };
         let threads = 256u32;
         let grid = ((m * h / 4) as u32).div_ceil(threads);
-        // SAFETY: y holds m*k rows of H; out holds m*H.
-        unsafe { gpu.launch_dependent(stream, &format!("moe_combine_{}", T::NAME), grid, threads, 0, comb, tune.pdl)? };
+        let combine =
+            if slices > 1 { format!("moe_combine_sl_{}", T::NAME) } else { format!("moe_combine_{}", T::NAME) };
+        // SAFETY: y holds m*k rows of H (m*k*slices with slices, checked
+        // above against its capacity); out holds m*H.
+        unsafe { gpu.launch_dependent(stream, &combine, grid, threads, 0, comb, tune.pdl)? };
         Ok(())
     }
 }

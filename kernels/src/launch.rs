@@ -185,6 +185,40 @@ pub const fn fc_split(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSp
     best
 }
 
+/// Most slices [`fc_slices`] considers: each is a y row per pair, so the
+/// workspace's y must hold `pairs x slices` rows.
+pub const FC_SLICES_MAX: u32 = 64;
+
+/// The sliced FC2's queue (the `moe4_exp = "fc2sl"` build's `_sl`
+/// kernels): `warps` in groups of `n`, each group one task per round, its
+/// warp `kp` the chunks `kp, kp + n, ..`, each writing its own partial y
+/// row. Returns twice the longest queue in chunk-times, counting half a
+/// chunk-time per task for the switch and the f32 y stores (so it compares
+/// with `2 x` [`fc_split`]`.cost`).
+pub const fn fc_slices_cost2(tasks: u32, nchunks: u32, warps: u32, n: u32) -> u32 {
+    let groups = warps / n;
+    if groups == 0 {
+        return u32::MAX;
+    }
+    tasks.div_ceil(groups).saturating_mul(2 * nchunks.div_ceil(n) + 1)
+}
+
+/// The slice count (2 ..= `min(nchunks, max)`) with the shortest sliced FC2
+/// queue, and that queue ([`fc_slices_cost2`]); `(1, u32::MAX)` when none
+/// is possible. Ties keep fewer slices (less y traffic).
+pub const fn fc_slices(tasks: u32, nchunks: u32, warps: u32, max: u32) -> (u32, u32) {
+    let mut best = (1, u32::MAX);
+    let mut n = 2;
+    while n <= nchunks && n <= max {
+        let c = fc_slices_cost2(tasks, nchunks, warps, n);
+        if c < best.1 {
+            best = (n, c);
+        }
+        n += 1;
+    }
+    best
+}
+
 /// Words of one warp's partial tile per lane (`mt` row tiles x `nt` column
 /// tiles x 4 accumulators).
 pub const fn fc_partial_words(nt: u32, mt: u32) -> u32 {
@@ -291,6 +325,29 @@ mod tests {
     extern crate std;
     use super::*;
     use std::vec;
+
+    #[test]
+    fn sliced_fc2_balances_few_long_tasks() {
+        // Mixtral at M = 1: 256 FC2 tasks of 224 chunks on 2640 warps. The
+        // in-block split leaves warps idle (8 per task: 2048 busy, 29
+        // chunk-times); slices of 10 keep 2640 busy for ~23.
+        assert_eq!(fc_split(256, 224, 8, 330).cost, 29);
+        let (n, c2) = fc_slices(256, 224, 2640, FC_SLICES_MAX);
+        assert_eq!((n, c2), (10, 47));
+        assert!(c2 < 2 * 29);
+        // One task per group and round, shares of ceil(chunks / n).
+        assert_eq!(fc_slices_cost2(256, 224, 2640, 10), 47);
+        assert_eq!(fc_slices_cost2(990, 12, 99, 3), 30 * 9);
+        // More slices than warps: no group.
+        assert_eq!(fc_slices_cost2(10, 12, 2, 3), u32::MAX);
+        // At most `nchunks` and `max` slices; none below 2.
+        assert_eq!(fc_slices(10, 1, 100, 64), (1, u32::MAX));
+        assert_eq!(fc_slices(10, 64, 100, 3).0, 3);
+        // Many tasks: slices buy nothing over one warp per task; the
+        // sliced cost is then no better than fc_split's.
+        let (_, c2) = fc_slices(48832, 32, 3168, FC_SLICES_MAX);
+        assert!(c2 >= 2 * fc_split(48832, 32, 8, 396).cost);
+    }
 
     #[test]
     fn route_split_covers_every_pair_once() {

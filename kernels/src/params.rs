@@ -141,6 +141,12 @@ pub struct FcParams {
     /// The prefill FC2 kernels: nonzero writes y in the activation's 16-bit
     /// format instead of f32 (the decode kernels always write f32).
     pub y16: u32,
+    /// The `_sl` decode FC2 kernels (`moe4_exp = "fc2sl"` builds): each
+    /// task's chunks are cut into this many strided shares, each written
+    /// as its own partial y row (`pair * slices + share`), which
+    /// `moe_combine_sl_*` sums. Unused by the others. (Placed where the
+    /// struct had padding: the other kernels' parameters keep their size.)
+    pub slices: u32,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.
@@ -163,6 +169,10 @@ pub struct CombineParams {
     pub n_experts: u32,
     /// Nonzero: y holds 16-bit values (as `FcParams::y16`).
     pub y16: u32,
+    /// `moe_combine_sl_*` (`moe4_exp = "fc2sl"` builds): y holds this many
+    /// partial rows per pair (`pair * slices + share`, f32), summed in
+    /// share order into the pair's term. Unused by the others.
+    pub slices: u32,
 }
 
 /// `moe_permute_x`: `dst [rows, k]` = `src` with each 64-element chunk of a

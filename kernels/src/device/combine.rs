@@ -120,6 +120,76 @@ unsafe fn combine_batched<const BF16: bool>(p: &CombineParams) {
     }
 }
 
+/// [`combine`] of a sliced FC2 (`moe4_exp = "fc2sl"`): each pair's term is
+/// the sum of its `p.slices` partial rows of f32 y (`pair * slices + s`,
+/// in `s` order), added in k order as in [`combine`].
+#[cfg(moe4_exp = "fc2sl")]
+#[inline(always)]
+unsafe fn combine_sliced<const BF16: bool>(p: &CombineParams) {
+    griddep_wait();
+    griddep_launch_dependents();
+    let h4 = p.h / 4;
+    let i = bid() * bdim() + tid();
+    if i >= p.m * h4 {
+        return;
+    }
+    let (m, c) = (i / h4, 4 * (i % h4));
+    let n = p.slices.max(1);
+    let mut acc = [0f32; 4];
+    let mut j = 0;
+    while j < p.topk {
+        let pair = m * p.topk + j;
+        if expert(ldg_u32(p.topk_ids + 4 * pair as u64) as i32, p.n_experts).is_ok() {
+            // The slices' loads go out four at a time, then are summed in order.
+            let mut t = [0f32; 4];
+            let mut s0 = 0;
+            while s0 < n {
+                let mut v = [[0u32; 4]; 4];
+                unroll!(4, |b| {
+                    let s = s0 + b as u32;
+                    if s < n {
+                        let at = (pair * n + s) as u64 * p.h as u64 + c as u64;
+                        v[b] = ldg_v4(p.y + 4 * at);
+                    }
+                });
+                unroll!(4, |b| if s0 + (b as u32) < n {
+                    unroll!(4, |q| t[q] += f32::from_bits(v[b][q]));
+                });
+                s0 += 4;
+            }
+            unroll!(4, |q| acc[q] += t[q]);
+        }
+        j += 1;
+    }
+    let (lo, hi) = if BF16 {
+        (pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]))
+    } else {
+        (pack_f16x2(acc[0], acc[1]), pack_f16x2(acc[2], acc[3]))
+    };
+    stg_v2(p.out + 2 * (m as u64 * p.h as u64 + c as u64), lo, hi);
+}
+
+/// Combine of a sliced FC2's y to bf16 (`moe4_exp = "fc2sl"`).
+///
+/// # Safety
+/// `p` must describe device buffers as [`CombineParams`] documents, y
+/// holding `m * topk * slices` f32 rows.
+#[cfg(moe4_exp = "fc2sl")]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_combine_sl_bf16(p: CombineParams) {
+    combine_sliced::<true>(&p);
+}
+
+/// Combine of a sliced FC2's y to f16 (`moe4_exp = "fc2sl"`).
+///
+/// # Safety
+/// As [`moe_combine_sl_bf16`].
+#[cfg(moe4_exp = "fc2sl")]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_combine_sl_f16(p: CombineParams) {
+    combine_sliced::<false>(&p);
+}
+
 /// Combine to bf16.
 ///
 /// # Safety

@@ -659,6 +659,93 @@ unsafe fn phase<
     }
 }
 
+/// FC2 in slices of y (the `moe4_exp = "fc2sl"` build's `_sl` kernels):
+/// the grid's warps form groups of `n = p.slices` (clamped to 1..=chunks);
+/// warp `kp` of group `q` takes the group's tasks `q, q + groups, ...`, in
+/// each the chunks `kp, kp + n, ...`, and writes its partial tile as y row
+/// `pair * n + kp` (`moe_combine_sl_*` sums a pair's `n` rows in order).
+/// No K split bound to a block, no reduction in shared memory, no barrier:
+/// a task's shares may sit in any blocks, so the grid's warps divide the
+/// work in units of `1 / n` task. The warps past the last whole group do
+/// nothing. Otherwise [`phase`]'s pipeline as in its `PRE` form (weights
+/// of the first chunks before the wait for FC1). A copy of [`phase`]'s
+/// loop kept apart so the default build's kernels stay as measured.
+#[cfg(moe4_exp = "fc2sl")]
+#[inline(always)]
+unsafe fn fc2_sliced<
+    const BF16: bool,
+    const NT: usize,
+    const MT: usize,
+    const WB: u32,
+    const S: u32,
+    const RT: bool,
+>(
+    p: &FcParams,
+) {
+    const { assert!(S >= 2 && S <= 4) };
+    if RT {
+        route_in_block(p, false);
+    }
+    let (warp, lane) = (tid() / 32, tid() % 32);
+    let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
+    let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
+    let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
+    let n = p.slices.clamp(1, plan.nchunks.max(1));
+    let used = gdim() * WB / n * n;
+    let gw = bid() * WB + warp;
+    if plan.tasks == 0 || gw >= used {
+        return;
+    }
+    let (first, kp, tstep) = (gw / n, gw % n, used / n);
+    let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
+    let base = smem() + if RT { FC_ROUTE_BYTES } else { 0 };
+    let ring = base + warp * S * slot_bytes;
+    let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
+    let mut pf = Producer::<NT, MT, RT>::start::<false>(p, &plan, first, kp, n, tstep);
+    // The weights of the first S - 1 chunks before the wait for FC1, their
+    // h after it (as `phase::<PRE>`).
+    let mut xs = [[(0u64, 1u32); NT]; 3];
+    let mut ok = [false; 3];
+    unroll!((S - 1) as usize, |d| {
+        if pf.valid(&plan) {
+            ok[d.min(2)] = true;
+            xs[d.min(2)] = pf.x_src();
+            pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
+            pf.advance::<false>(p, &plan);
+        }
+    });
+    griddep_wait();
+    griddep_launch_dependents();
+    unroll!((S - 1) as usize, |d| {
+        if ok[d.min(2)] {
+            copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
+        }
+        cp_async_commit();
+    });
+    let (mut rd, mut wr) = (0, S - 1);
+    let n_my = (plan.nchunks - kp).div_ceil(n);
+    let mut task = first;
+    while task < plan.tasks {
+        let mut epi = load_epi::<false, NT, RT>(p, &plan, task);
+        let mut acc = [[[0f32; 4]; NT]; MT];
+        let mut i = 0;
+        while i < n_my {
+            cp_async_wait_dyn(S - 2);
+            pf.refill::<false>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
+            compute::<BF16, NT, MT, false>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
+            wr = rd;
+            rd = if rd + 1 == S { 0 } else { rd + 1 };
+            i += 1;
+        }
+        // This warp's share: y row `pair * n + kp`.
+        unroll!(NT, |j| unroll!(2, |u| if epi.pair[j][u] != u32::MAX {
+            epi.pair[j][u] = epi.pair[j][u] * n + kp
+        }));
+        finish::<false, BF16, NT, MT>(p, &plan, &acc, task, &epi);
+        task += tstep;
+    }
+}
+
 /// FC1 epilogue of one warp's `MT` 16-row tiles (from layout task `r`) x
 /// `8 NT` pairs, global scales (times the decode offset)
 /// `ag`/`au` given: gated activation, h rows `hrow0 + column` (decode: the
@@ -947,4 +1034,30 @@ fc_kernels! {
     moe_fc2_f16_nt1_w8_rt: false, false, 1, 2, 8, 3, false, true;
     moe_fc1_bf16_nt1_ld_rt: true, true, 1, 2, 4, 4, true, true;
     moe_fc2_bf16_nt1_ld_rt: false, true, 1, 2, 4, 4, true, true;
+}
+
+// Sliced FC2 kernel instances `(bf16?, routes the pairs itself?)`
+// (`moe4_exp = "fc2sl"`): [`fc2_sliced`] with one column tile, 32-row
+// tasks, 4 warps, 4 slots per warp.
+#[cfg(moe4_exp = "fc2sl")]
+macro_rules! fc2_sliced_kernels {
+    ($($name:ident: $bf16:literal, $rt:literal;)*) => {$(
+        /// Sliced FC2 (see [`fc2_sliced`]).
+        ///
+        /// # Safety
+        /// As the `moe_fc2_*_nt1` kernels, with `p.slices` set and y
+        /// holding `pairs * slices` rows.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
+            fc2_sliced::<$bf16, 1, 2, 4, 4, $rt>(&p)
+        }
+    )*};
+}
+
+#[cfg(moe4_exp = "fc2sl")]
+fc2_sliced_kernels! {
+    moe_fc2_bf16_nt1_sl: true, false;
+    moe_fc2_f16_nt1_sl: false, false;
+    moe_fc2_bf16_nt1_sl_rt: true, true;
+    moe_fc2_f16_nt1_sl_rt: false, true;
 }
