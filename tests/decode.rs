@@ -293,6 +293,16 @@ fn sanitizer_case() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
+    // FC1 on 6-warp blocks, where the build has them (moe4_exp = "w6"):
+    // the whole grid and one block (whole rounds, then 3-way splits).
+    if gpu.has_kernel("moe_fc1_bf16_nt1_w6") {
+        let d = moe4::Tuning::defaults(&gpu);
+        for fc_blocks in [None, Some(1)] {
+            *ws.tuning_mut() = moe4::Tuning { w6: Some(true), fc_route_pairs: Some(0), nt: Some(1), fc_blocks, ..d };
+            c.name = format!("sanitizer, 6-warp FC1, grid {fc_blocks:?}");
+            check::<bf16>(&w, &mut ws, &s, &c);
+        }
+    }
     // Whole rounds, then split ones (the ring reused across the two
     // phases, the reduction area in the second).
     two_phase_walk(&gpu, &s, &[(3, false, 1, 32), (1, true, 1, 32)]);
@@ -395,6 +405,56 @@ fn tuning_variants_against_the_reference() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
+}
+
+/// FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp =
+/// "w6"`; skipped with a message on builds without them): grids whose
+/// walk splits a task 3 and 6 ways (and runs whole rounds first), after
+/// the routing kernel, both 16-bit types.
+#[test]
+fn six_warp_fc1_against_the_reference() {
+    use moe4_kernels::launch::{fc_split_div, FC_WARPS_SIX};
+    let Some(gpu) = gpu("six_warp_fc1_against_the_reference") else { return };
+    if !gpu.has_kernel("moe_fc1_bf16_nt1_w6") {
+        report("six_warp_fc1_against_the_reference: SKIPPED, this PTX build has no 6-warp FC1 kernels");
+        return;
+    }
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(66);
+    // Five tokens on five experts: 100 FC1 tasks of 17 chunks.
+    let (e, h, i, m) = (8, 1088, 320, 5);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, m, 1).unwrap();
+    let c = Case {
+        name: String::new(),
+        m,
+        topk: 1,
+        ids: (0..m as i32).collect(),
+        tw: (0..m).map(|t| 0.5 + t as f32 / 8.0).collect(),
+        x: rng.vec(m * h, 1.0),
+        layer: &layer,
+    };
+    let d = moe4::Tuning::defaults(&gpu);
+    let mut seen = Vec::new();
+    for blocks in [1, 5, 9, 100] {
+        let split = fc_split_div(5 * 2 * i as u32 / 32, h as u32 / 64, FC_WARPS_SIX, blocks);
+        seen.push(split.ks);
+        *ws.tuning_mut() =
+            moe4::Tuning { w6: Some(true), fc_blocks: Some(blocks), fc_route_pairs: Some(0), nt: Some(1), ..d };
+        let name = format!("6-warp FC1, {blocks} blocks: {split:?}");
+        check::<bf16>(&w, &mut ws, &s, &Case { name: name.clone(), ..c.clone() });
+        check::<f16>(&w, &mut ws, &s, &Case { name, ..c.clone() });
+    }
+    assert!(seen.contains(&3) && seen.contains(&6), "splits {seen:?}");
+    // The whole grid, on a routing the FC kernels would route themselves:
+    // forced 6 warps is an error there, not a fault.
+    *ws.tuning_mut() = moe4::Tuning { w6: Some(true), ..d };
+    let x = s.clone_htod(&vec![bf16::ZERO; m * h]).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let mut out = s.alloc_zeros::<bf16>(m * h).unwrap();
+    let err = w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err();
+    assert!(err.to_string().contains("6-warp FC1"), "{err}");
 }
 
 /// FC2 in slices (builds with the `_sl` kernels, `moe4_exp = "fc2sl"`;

@@ -27,6 +27,9 @@ pub const FC_WARPS: u32 = 4;
 /// Warps per block of the decode FC kernels for small batches (`_w8`, one
 /// column tile).
 pub const FC_WARPS_WIDE: u32 = 8;
+/// Warps per block of the 6-warp FC1 kernels (`moe4_exp = "w6"` builds):
+/// K splits of 3 and 6 ([`fc_split_div`]).
+pub const FC_WARPS_SIX: u32 = 6;
 /// Threads per W4A4 GEMM block (8 warps).
 pub const GEMM_THREADS: u32 = 256;
 /// Output columns per W4A4 GEMM tile.
@@ -219,6 +222,46 @@ pub const fn fc_slices(tasks: u32, nchunks: u32, warps: u32, max: u32) -> (u32, 
     best
 }
 
+/// [`fc_split`] for blocks of any warp count (the 6-warp kernels of the
+/// `moe4_exp = "w6"` build): `ks` takes every divisor of `warps` (1, 2, 3,
+/// 6 for 6 warps), not only the powers of two. For 4 or 8 warps it is
+/// [`fc_split`] (a unit test checks it). Kept apart so the default kernels,
+/// which run `fc_split` on the device, stay as measured.
+pub const fn fc_split_div(tasks: u32, nchunks: u32, warps: u32, blocks: u32) -> FcSplit {
+    let per_round = blocks * warps;
+    let full = tasks / per_round;
+    let mut best = FcSplit { whole: 0, split_from: 0, ks: 1, cost: u32::MAX };
+    let mut last = u32::MAX;
+    let mut i = 0;
+    while i < 3 {
+        let whole = match i {
+            0 => 0,
+            1 => full.saturating_sub(1),
+            _ => full,
+        };
+        i += 1;
+        if whole == last {
+            continue;
+        }
+        last = whole;
+        let split_from = whole * per_round;
+        let per_block = (tasks - split_from).div_ceil(blocks);
+        let mut ks = 1;
+        while ks <= warps {
+            if warps.is_multiple_of(ks) {
+                let rounds = per_block.div_ceil(warps / ks);
+                let split = rounds.saturating_mul(nchunks.div_ceil(ks) + (ks > 1) as u32);
+                let cost = whole.saturating_mul(nchunks).saturating_add(split);
+                if cost < best.cost {
+                    best = FcSplit { whole, split_from, ks, cost };
+                }
+            }
+            ks += 1;
+        }
+    }
+    best
+}
+
 /// Words of one warp's partial tile per lane (`mt` row tiles x `nt` column
 /// tiles x 4 accumulators).
 pub const fn fc_partial_words(nt: u32, mt: u32) -> u32 {
@@ -325,6 +368,34 @@ mod tests {
     extern crate std;
     use super::*;
     use std::vec;
+
+    #[test]
+    fn split_by_divisors_is_fc_split_for_powers_of_two() {
+        let mut x = 12345u64;
+        for _ in 0..20000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let tasks = (x % 70000) as u32;
+            let nchunks = 1 + (x >> 20) as u32 % 240;
+            let blocks = 1 + (x >> 32) as u32 % 800;
+            for warps in [4, 8] {
+                assert_eq!(
+                    fc_split_div(tasks, nchunks, warps, blocks),
+                    fc_split(tasks, nchunks, warps, blocks),
+                    "{tasks} {nchunks} {warps} {blocks}"
+                );
+            }
+        }
+        // 6 warps: splits of 3 fit where powers of two do not. DeepSeek-V3's
+        // FC1 at M = 1 (1024 tasks of 112 chunks) on 528 blocks of 6 warps:
+        // one round of 3-way splits, 38 + 1 chunk-times (4-warp blocks: one
+        // round of 2-way splits, 56 + 1; 8-warp: 45).
+        let s = fc_split_div(1024, 112, 6, 528);
+        assert_eq!((s.whole, s.ks, s.cost), (0, 3, 39));
+        assert_eq!(fc_split(1024, 112, 4, 792).cost, 57);
+        assert_eq!(fc_split(1024, 112, 8, 396).cost, 45);
+    }
 
     #[test]
     fn sliced_fc2_balances_few_long_tasks() {

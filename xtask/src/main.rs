@@ -262,6 +262,9 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("moe_fc1_f16_nt1_w8", 256, 3),
     ("moe_fc2_bf16_nt1_w8", 256, 3),
     ("moe_fc2_f16_nt1_w8", 256, 3),
+    // The 6-warp kernels of the `moe4_exp = "w6"` build (4 blocks per SM).
+    ("moe_fc1_bf16_nt1_w6", 192, 4),
+    ("moe_fc1_f16_nt1_w6", 192, 4),
 ];
 
 /// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's

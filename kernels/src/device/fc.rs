@@ -66,6 +66,8 @@
 use super::arch::*;
 use super::route::route_in_block;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
+#[cfg(moe4_exp = "w6")]
+use crate::launch::fc_split_div;
 use crate::launch::{
     fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS, FC_RT_WEIGHTS,
 };
@@ -301,6 +303,10 @@ struct Producer<const NT: usize, const MT: usize, const RT: bool> {
     c0: u32,
     cstep: u32,
     tstep: u32,
+    /// Chunks per task, `ceil((nchunks - c0) / cstep)`, divided once
+    /// (`moe4_exp = "w6"`: `cstep` 3 or 6 is no shift).
+    #[cfg(moe4_exp = "w6")]
+    per_task: u32,
     code: u64,
     scale: u64,
     /// Activation row per column tile, and 1 where the column is empty
@@ -315,8 +321,24 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
         let rec = load_rec::<NT, RT>(p, plan, task);
         let next = load_rec::<NT, RT>(p, plan, task.saturating_add(tstep));
+        #[cfg(not(moe4_exp = "w6"))]
         let mut x =
             Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
+        #[cfg(moe4_exp = "w6")]
+        let mut x = Producer {
+            task,
+            c: c0,
+            left: 0,
+            c0,
+            cstep,
+            tstep,
+            per_task: if c0 < plan.nchunks { (plan.nchunks - c0).div_ceil(cstep) } else { 0 },
+            code: 0,
+            scale: 0,
+            b: [0; NT],
+            skip: [1; NT],
+            next,
+        };
         x.point::<FC1>(p, plan, &rec);
         x
     }
@@ -334,7 +356,14 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             return;
         }
         self.c = self.c0;
-        self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
+        #[cfg(not(moe4_exp = "w6"))]
+        {
+            self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
+        }
+        #[cfg(moe4_exp = "w6")]
+        {
+            self.left = self.per_task;
+        }
         let lane = tid() % 32;
         let (g, t) = (lane / 4, lane % 4);
         let gi = self.task / plan.tpe;
@@ -503,11 +532,23 @@ unsafe fn fc<
     // Rows are a multiple of 64: a whole number of 64-row tasks.
     let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
+    #[cfg(not(moe4_exp = "w6"))]
     let split = fc_split(plan.tasks, plan.nchunks, WB, gdim());
     // A power of two up to 8, which the compiler must see: divisions by
     // `ks` then become shifts (as a plain runtime value, they cost 10-90
     // registers in the loop).
+    #[cfg(not(moe4_exp = "w6"))]
     let ks = 1u32 << (split.ks.trailing_zeros() & 3);
+    // The 6-warp kernels (`moe4_exp = "w6"`): any divisor of 6 (the
+    // producer divides by it once, not per task).
+    #[cfg(moe4_exp = "w6")]
+    let split = if WB == 6 {
+        fc_split_div(plan.tasks, plan.nchunks, WB, gdim())
+    } else {
+        fc_split(plan.tasks, plan.nchunks, WB, gdim())
+    };
+    #[cfg(moe4_exp = "w6")]
+    let ks = if WB == 6 { split.ks } else { 1u32 << (split.ks.trailing_zeros() & 3) };
     let (q, kp) = (warp / ks, warp % ks);
     // This warp's first task and step in each phase.
     let (first1, step1) = (bid() * WB + warp, gdim() * WB);
@@ -568,7 +609,10 @@ unsafe fn phase<
     let plan = *plan;
     // Again here: the caller's hint does not always carry through (without
     // it the 8-warp FC2 kernels spill).
+    #[cfg(not(moe4_exp = "w6"))]
     let ks = 1u32 << (ks.trailing_zeros() & 3);
+    #[cfg(moe4_exp = "w6")]
+    let ks = if WB == 6 { ks } else { 1u32 << (ks.trailing_zeros() & 3) };
     let (warp, lane) = (tid() / 32, tid() % 32);
     let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
     // The `_rt` kernels' routing tables come first.
@@ -1060,4 +1104,15 @@ fc2_sliced_kernels! {
     moe_fc2_f16_nt1_sl: false, false;
     moe_fc2_bf16_nt1_sl_rt: true, true;
     moe_fc2_f16_nt1_sl_rt: false, true;
+}
+
+// Blocks of 6 warps (`moe4_exp = "w6"`): a task's K split 1, 2, 3 or 6
+// ways ([`crate::launch::fc_split_div`]), 4 blocks (24 warps) per SM, 3
+// slots per warp, for FC1 where the task count fits neither 4- nor 8-warp
+// splits (DeepSeek-V3 at M = 2: 2048 tasks of 112 chunks). Not built: the
+// FC2 and `_rt` variants, which spill at the 80 registers 4 blocks allow.
+#[cfg(moe4_exp = "w6")]
+fc_kernels! {
+    moe_fc1_bf16_nt1_w6: true, true, 1, 2, 6, 3, false, false;
+    moe_fc1_f16_nt1_w6: true, false, 1, 2, 6, 3, false, false;
 }
