@@ -294,12 +294,13 @@ fn sanitizer_case() {
         }
     }
     // FC1 on 6-warp blocks, where the build has them (moe4_exp = "w6"):
-    // the whole grid and one block (whole rounds, then 3-way splits).
+    // after the routing kernel (the whole grid; one block: whole rounds,
+    // then 3-way splits) and routed in the FC kernels.
     if gpu.has_kernel("moe_fc1_bf16_nt1_w6") {
         let d = moe4::Tuning::defaults(&gpu);
-        for fc_blocks in [None, Some(1)] {
-            *ws.tuning_mut() = moe4::Tuning { w6: Some(true), fc_route_pairs: Some(0), nt: Some(1), fc_blocks, ..d };
-            c.name = format!("sanitizer, 6-warp FC1, grid {fc_blocks:?}");
+        for (fc_route_pairs, fc_blocks) in [(Some(0), None), (Some(0), Some(1)), (None, None)] {
+            *ws.tuning_mut() = moe4::Tuning { w6: Some(true), fc_route_pairs, nt: Some(1), fc_blocks, ..d };
+            c.name = format!("sanitizer, 6-warp FC1, FC routing up to {fc_route_pairs:?} pairs, grid {fc_blocks:?}");
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
@@ -410,7 +411,7 @@ fn tuning_variants_against_the_reference() {
 /// FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp =
 /// "w6"`; skipped with a message on builds without them): grids whose
 /// walk splits a task 3 and 6 ways (and runs whole rounds first), after
-/// the routing kernel, both 16-bit types.
+/// the routing kernel and routed in the FC kernels, both 16-bit types.
 #[test]
 fn six_warp_fc1_against_the_reference() {
     use moe4_kernels::launch::{fc_split_div, FC_WARPS_SIX};
@@ -447,9 +448,16 @@ fn six_warp_fc1_against_the_reference() {
         check::<f16>(&w, &mut ws, &s, &Case { name, ..c.clone() });
     }
     assert!(seen.contains(&3) && seen.contains(&6), "splits {seen:?}");
-    // The whole grid, on a routing the FC kernels would route themselves:
-    // forced 6 warps is an error there, not a fault.
-    *ws.tuning_mut() = moe4::Tuning { w6: Some(true), ..d };
+    // Routed in the FC kernels' shared memory (the `_rt` 6-warp kernels),
+    // the whole grid and one block.
+    for fc_blocks in [None, Some(1)] {
+        *ws.tuning_mut() = moe4::Tuning { w6: Some(true), fc_blocks, nt: Some(1), ..d };
+        let name = format!("6-warp FC1, FC routing, grid {fc_blocks:?}");
+        check::<bf16>(&w, &mut ws, &s, &Case { name: name.clone(), ..c.clone() });
+        check::<f16>(&w, &mut ws, &s, &Case { name, ..c.clone() });
+    }
+    // Two column tiles: no 6-warp kernel; forced, an error, not a fault.
+    *ws.tuning_mut() = moe4::Tuning { w6: Some(true), nt: Some(2), ..d };
     let x = s.clone_htod(&vec![bf16::ZERO; m * h]).unwrap();
     let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
     let mut out = s.alloc_zeros::<bf16>(m * h).unwrap();

@@ -223,9 +223,9 @@ pub struct Tuning {
     /// FC1 on blocks of 6 warps (builds with the `_w6` kernels, `moe4_exp =
     /// "w6"`): a task's K split 1, 2, 3 or 6 ways
     /// ([`moe4_kernels::launch::fc_split_div`]). `None`: where its queue is
-    /// at least 5 % shorter than the 4- or 8-warp kernel's (one column tile,
-    /// after the routing kernel; never where the build lacks the kernels);
-    /// `Some(true)`: always there (an error elsewhere); `Some(false)`: never.
+    /// at least 5 % shorter than the 4- or 8-warp kernel's (one column
+    /// tile; never where the build lacks the kernels); `Some(true)`: always
+    /// there (an error elsewhere); `Some(false)`: never.
     pub w6: Option<bool>,
 }
 
@@ -630,23 +630,24 @@ impl MoeWeights {
                 && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
             // FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp
-            // = "w6"`; one column tile, the routing kernel's tables).
-            let name6 = format!("moe_fc1_{}_nt1_w6", T::NAME);
-            let six_ok = fc == "1" && nt == 1 && !tune.load_only && !route_in_fc && gpu.has_kernel(&name6);
+            // = "w6"`; one column tile).
+            let (rt6, routing6) = if route_in_fc { ("_rt", FC_ROUTE_BYTES) } else { ("", 0) };
+            let name6 = format!("moe_fc1_{}_nt1_w6{rt6}", T::NAME);
+            let six_ok = fc == "1" && nt == 1 && !tune.load_only && gpu.has_kernel(&name6);
             if tune.w6 == Some(true) && !six_ok && fc == "1" {
                 return Err(unsupported(
                     "6-warp FC1",
                     "forced",
-                    "needs a decode call with one column tile and the routing kernel, and a build with the 6-warp kernels (moe4_exp = \"w6\")",
+                    "needs a decode call with one column tile and a build with the 6-warp kernels (moe4_exp = \"w6\")",
                 ));
             }
             if six_ok && tune.w6 != Some(false) {
-                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX), 2);
+                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX), 2) + routing6;
                 let c6 =
                     fc_split_div(tasks, nchunks, FC_WARPS_SIX, gpu.resident_blocks(&name6, 32 * FC_WARPS_SIX, smem6)?)
                         .cost;
-                let n = if wide { format!("moe_fc1_{}_nt1_w8", T::NAME) } else { format!("moe_fc1_{}_nt1", T::NAME) };
-                let smem = fc_smem_bytes(1, warps, fc_stages(1, warps), 2);
+                let n = format!("moe_fc1_{}_nt1{}{rt6}", T::NAME, if wide { "_w8" } else { "" });
+                let smem = fc_smem_bytes(1, warps, fc_stages(1, warps), 2) + routing6;
                 let c = fc_split(tasks, nchunks, warps, gpu.resident_blocks(&n, 32 * warps, smem)?).cost;
                 // Unmeasured: a 5 % margin over the 4- or 8-warp kernel.
                 if tune.w6 == Some(true) || (100 * c6 as u64) < 95 * c as u64 {

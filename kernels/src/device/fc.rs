@@ -297,16 +297,16 @@ unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool>(p: &FcParam
 #[derive(Clone, Copy)]
 struct Producer<const NT: usize, const MT: usize, const RT: bool> {
     task: u32,
-    /// The next chunk of `task` to copy, and how many are left.
+    /// The next chunk of `task` to copy, and how many are left. (The
+    /// `moe4_exp = "w6"` build keeps no count: a task ends when `c` passes
+    /// the last chunk, so no division by `cstep`, 3 or 6 there, and one
+    /// register less.)
     c: u32,
+    #[cfg(not(moe4_exp = "w6"))]
     left: u32,
     c0: u32,
     cstep: u32,
     tstep: u32,
-    /// Chunks per task, `ceil((nchunks - c0) / cstep)`, divided once
-    /// (`moe4_exp = "w6"`: `cstep` 3 or 6 is no shift).
-    #[cfg(moe4_exp = "w6")]
-    per_task: u32,
     code: u64,
     scale: u64,
     /// Activation row per column tile, and 1 where the column is empty
@@ -325,20 +325,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         let mut x =
             Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
         #[cfg(moe4_exp = "w6")]
-        let mut x = Producer {
-            task,
-            c: c0,
-            left: 0,
-            c0,
-            cstep,
-            tstep,
-            per_task: if c0 < plan.nchunks { (plan.nchunks - c0).div_ceil(cstep) } else { 0 },
-            code: 0,
-            scale: 0,
-            b: [0; NT],
-            skip: [1; NT],
-            next,
-        };
+        let mut x = Producer { task, c: c0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
         x.point::<FC1>(p, plan, &rec);
         x
     }
@@ -359,10 +346,6 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         #[cfg(not(moe4_exp = "w6"))]
         {
             self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
-        }
-        #[cfg(moe4_exp = "w6")]
-        {
-            self.left = self.per_task;
         }
         let lane = tid() % 32;
         let (g, t) = (lane / 4, lane % 4);
@@ -417,8 +400,14 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     #[inline(always)]
     unsafe fn advance<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan) {
         self.c += self.cstep;
-        self.left -= 1;
-        if self.left == 0 {
+        #[cfg(not(moe4_exp = "w6"))]
+        let done = {
+            self.left -= 1;
+            self.left == 0
+        };
+        #[cfg(moe4_exp = "w6")]
+        let done = self.c >= plan.nchunks;
+        if done {
             self.task = self.task.saturating_add(self.tstep);
             let rec = self.next;
             self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
@@ -446,8 +435,14 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
                 cp_async16_ca_or_zero(at + 512, b + 16, self.skip[j]);
             });
             self.c += self.cstep;
-            self.left -= 1;
-            if self.left == 0 {
+            #[cfg(not(moe4_exp = "w6"))]
+            let done = {
+                self.left -= 1;
+                self.left == 0
+            };
+            #[cfg(moe4_exp = "w6")]
+            let done = self.c >= plan.nchunks;
+            if done {
                 self.task = self.task.saturating_add(self.tstep);
                 let rec = self.next;
                 self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
@@ -1109,10 +1104,13 @@ fc2_sliced_kernels! {
 // Blocks of 6 warps (`moe4_exp = "w6"`): a task's K split 1, 2, 3 or 6
 // ways ([`crate::launch::fc_split_div`]), 4 blocks (24 warps) per SM, 3
 // slots per warp, for FC1 where the task count fits neither 4- nor 8-warp
-// splits (DeepSeek-V3 at M = 2: 2048 tasks of 112 chunks). Not built: the
-// FC2 and `_rt` variants, which spill at the 80 registers 4 blocks allow.
+// splits (DeepSeek-V3 at M = 1 and 2: 1024 and 2048 tasks of 112 chunks).
+// Not built: the FC2 variants, which spill at the 80 registers 4 blocks
+// allow.
 #[cfg(moe4_exp = "w6")]
 fc_kernels! {
     moe_fc1_bf16_nt1_w6: true, true, 1, 2, 6, 3, false, false;
     moe_fc1_f16_nt1_w6: true, false, 1, 2, 6, 3, false, false;
+    moe_fc1_bf16_nt1_w6_rt: true, true, 1, 2, 6, 3, false, true;
+    moe_fc1_f16_nt1_w6_rt: true, false, 1, 2, 6, 3, false, true;
 }
