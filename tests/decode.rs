@@ -58,6 +58,14 @@ fn check<T: Half>(w: &MoeWeights, ws: &mut Workspace, s: &Arc<CudaStream>, c: &C
     err
 }
 
+/// One forward of `c` (bf16 zeros as x) that must fail: its error.
+fn forward_err(w: &MoeWeights, ws: &mut Workspace, s: &Arc<CudaStream>, c: &Case) -> moe4::Error {
+    let x = s.clone_htod(&vec![bf16::ZERO; c.m * w.hidden()]).unwrap();
+    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+    let mut out = s.alloc_zeros::<bf16>(c.m * w.hidden()).unwrap();
+    w.forward(ws, s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err()
+}
+
 fn case<'a>(rng: &mut Rng, layer: &'a Nvfp4Moe, name: &str, m: usize, topk: usize) -> Case<'a> {
     let (ids, tw) = routing(rng, m, layer.experts(), topk);
     Case { name: format!("{name} M={m}"), m, topk, ids, tw, x: rng.vec(m * layer.hidden(), 1.0), layer }
@@ -171,10 +179,7 @@ fn skewed_and_degenerate_routing() {
     }
     // Too many tokens is an error, not a fault.
     let c = case(&mut rng, &layer, "over capacity", 257, topk);
-    let x = s.clone_htod(&vec![bf16::ZERO; c.m * h]).unwrap();
-    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
-    let mut out = s.alloc_zeros::<bf16>(c.m * h).unwrap();
-    let e = w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err();
+    let e = forward_err(&w, &mut ws, &s, &c);
     assert!(e.to_string().contains("257") && e.to_string().contains("256"), "{e}");
 }
 
@@ -458,10 +463,7 @@ fn six_warp_fc1_against_the_reference() {
     }
     // Two column tiles: no 6-warp kernel; forced, an error, not a fault.
     *ws.tuning_mut() = moe4::Tuning { w6: Some(true), nt: Some(2), ..d };
-    let x = s.clone_htod(&vec![bf16::ZERO; m * h]).unwrap();
-    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
-    let mut out = s.alloc_zeros::<bf16>(m * h).unwrap();
-    let err = w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err();
+    let err = forward_err(&w, &mut ws, &s, &c);
     assert!(err.to_string().contains("6-warp FC1"), "{err}");
 }
 
@@ -502,10 +504,7 @@ fn sliced_fc2_against_the_reference() {
     // 40 tokens fill y: no room for a second slice per pair.
     *ws.tuning_mut() = moe4::Tuning { fc2_slices: Some(2), ..d };
     let c = case(&mut rng, &layer, "no room", 40, topk);
-    let x = s.clone_htod(&vec![bf16::ZERO; c.m * h]).unwrap();
-    let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
-    let mut out = s.alloc_zeros::<bf16>(c.m * h).unwrap();
-    let err = w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap_err();
+    let err = forward_err(&w, &mut ws, &s, &c);
     assert!(err.to_string().contains("FC2 slices"), "{err}");
 }
 

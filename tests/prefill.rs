@@ -8,28 +8,6 @@ use half::{bf16, f16};
 use moe4::reference::{moe_layer, Activation};
 use moe4::{ForwardPath, Half, MoeWeights, Tuning, Workspace};
 
-fn forward<T: Half>(
-    w: &MoeWeights,
-    ws: &mut Workspace,
-    s: &std::sync::Arc<cudarc::driver::CudaStream>,
-    x: &[f32],
-    ids: &[i32],
-    tw: &[f32],
-) -> Vec<f64> {
-    let h = w.hidden();
-    let m = x.len() / h;
-    let xd = s.clone_htod(&x.iter().map(|&v| T::from_f32(v)).collect::<Vec<_>>()).unwrap();
-    let (idd, twd) = (s.clone_htod(ids).unwrap(), s.clone_htod(tw).unwrap());
-    let mut out = s.clone_htod(&vec![T::from_f32(f32::NAN); m * h]).unwrap();
-    // Nothing an earlier variant wrote to the scratch can stand in for a
-    // write this one skips.
-    ws.poison_scratch(s).unwrap();
-    w.forward(ws, s, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut()).unwrap();
-    let got: Vec<f64> = s.clone_dtoh(&out).unwrap().iter().map(|v| v.to_f32() as f64).collect();
-    assert!(got.iter().all(|v| v.is_finite()), "unwritten outputs");
-    got
-}
-
 fn reference<T: Half>(
     w: &moe4::nvfp4::Nvfp4Moe,
     act: Activation,
@@ -87,11 +65,11 @@ fn prefill_against_the_reference() {
             let want_f16 = reference::<f16>(&layer, act, &x, &ids, &tw, topk);
             for (label, t) in variants(&gpu) {
                 *ws.tuning_mut() = t;
-                let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+                let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
                 let err = rel_l2(&got, &want_bf16);
                 report(&format!("prefill {label} bf16 E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
                 assert!(err < 1e-2, "{label} bf16 M={m}: {err}");
-                let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
+                let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
                 let err = rel_l2(&got, &want_f16);
                 report(&format!("prefill {label} f16 E={e} H={h} I={i} M={m}: rel L2 error {err:.2e}"));
                 assert!(err < 1e-2, "{label} f16 M={m}: {err}");
@@ -114,9 +92,9 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
     let x = rng.vec(m * h, 1.0);
     let (ids, tw) = routing(&mut rng, m, e, topk);
     ws.set_path(ForwardPath::Decode);
-    let d = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+    let d = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
     ws.set_path(ForwardPath::Prefill);
-    let p = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+    let p = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
     let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
     let (ed, ep, edp) = (rel_l2(&d, &want), rel_l2(&p, &want), rel_l2(&p, &d));
     report(&format!("crossover M={m}: decode {ed:.2e}, prefill {ep:.2e}, prefill vs decode {edp:.2e}"));
@@ -134,12 +112,12 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
         }
     }
     ws.set_path(ForwardPath::Auto);
-    let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+    let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
     let err = rel_l2(&got, &reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
     report(&format!("skewed M={m} ({} pairs): rel L2 error {err:.2e}", m * topk));
     assert!(err < 1e-2, "{err}");
     // Bit-reproducible although the router's slot order is not.
-    let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+    let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "prefill output changed between runs");
 }
 
@@ -176,16 +154,16 @@ fn prefill_every_tile_width() {
     let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
     for (label, t) in variants(&gpu) {
         *ws.tuning_mut() = t;
-        let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+        let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
         let err = rel_l2(&got, &want);
         report(&format!("prefill tile widths {label} M={m}: rel L2 error {err:.2e}"));
         assert!(err < 1e-2, "{label}: {err}");
-        let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw);
+        let again = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
         assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "{label}: output changed");
     }
     // f16 on the default prefill kernels.
     *ws.tuning_mut() = Tuning::defaults(&gpu);
-    let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw);
+    let got = forward::<f16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill");
     let err = rel_l2(&got, &reference::<f16>(&layer, Activation::Silu, &x, &ids, &tw, topk));
     report(&format!("prefill tile widths default f16 M={m}: rel L2 error {err:.2e}"));
     assert!(err < 1e-2, "f16: {err}");
@@ -213,7 +191,7 @@ fn every_variant(
     let want = reference::<bf16>(&layer, Activation::Silu, &x, &ids, &tw, topk);
     for (label, t) in variants(gpu) {
         *ws.tuning_mut() = tune(t);
-        let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw), &want);
+        let err = rel_l2(&forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, "prefill"), &want);
         report(&format!("prefill {what} {label}: rel L2 error {err:.2e}"));
         assert!(err < 1e-2, "{label}: {err}");
     }

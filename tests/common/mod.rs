@@ -4,7 +4,7 @@
 
 use moe4::nvfp4::Nvfp4Moe;
 use moe4::quant::quantize_nvfp4;
-use moe4::{gpu_available, Gpu};
+use moe4::{gpu_available, Gpu, Half, MoeWeights, Workspace};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -100,4 +100,31 @@ pub fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
 /// Prints a measured figure so test logs keep it (stderr is not captured).
 pub fn report(line: &str) {
     let _ = writeln!(std::io::stderr(), "moe4: {line}");
+}
+
+/// One forward of `x` ([M, H] as f32, converted to `T`) with `ids`, `tw`
+/// on the workspace's path and tuning, the output and the scratch between
+/// the kernels poisoned first (nothing an earlier run wrote can stand in
+/// for a write this one skips); the output as f64, every element checked
+/// finite (`label` names the call in the failure).
+pub fn forward<T: Half>(
+    w: &MoeWeights,
+    ws: &mut Workspace,
+    s: &Arc<cudarc::driver::CudaStream>,
+    x: &[f32],
+    ids: &[i32],
+    tw: &[f32],
+    label: &str,
+) -> Vec<f64> {
+    let h = w.hidden();
+    let m = x.len() / h;
+    let xd = s.clone_htod(&x.iter().map(|&v| T::from_f32(v)).collect::<Vec<_>>()).unwrap();
+    let (idd, twd) = (s.clone_htod(ids).unwrap(), s.clone_htod(tw).unwrap());
+    let mut out = s.clone_htod(&vec![T::from_f32(f32::NAN); m * h]).unwrap();
+    ws.poison_scratch(s).unwrap();
+    w.forward(ws, s, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut()).unwrap();
+    let got: Vec<f64> = s.clone_dtoh(&out).unwrap().iter().map(|v| v.to_f32() as f64).collect();
+    let unwritten = got.iter().filter(|v| !v.is_finite()).count();
+    assert_eq!(unwritten, 0, "{label}: {unwritten} outputs not written (or not finite)");
+    got
 }
