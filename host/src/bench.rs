@@ -347,8 +347,9 @@ pub fn read_floor_us(
 /// kernels route the pairs themselves, "route" launches nothing), one, two
 /// and four column tiles, two or four with 32- and 64-row tasks, and the
 /// routing kernel instead of the FC kernels' own routing (whole layer, and
-/// route + FC1), and the FC kernels' routing wherever it can run (up to
-/// `FC_ROUTE_MAX_PAIRS` pairs, whatever the layer's size).
+/// route + FC1), the FC kernels' routing wherever it can run (up to
+/// `FC_ROUTE_MAX_PAIRS` pairs, whatever the layer's size), and the
+/// experimental builds' sliced FC2 and 6-warp FC1 turned off and forced.
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -369,6 +370,12 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("route kernel", Some(Tuning { fc_route_pairs: Some(0), ..d })),
         ("FC routing", Some(Tuning { fc_route_pairs: Some(moe4_kernels::launch::FC_ROUTE_MAX_PAIRS), ..d })),
         ("route kernel+FC1", Some(Tuning { fc_route_pairs: Some(0), launches: 2, ..d })),
+        // The experimental builds' decode kernels (`moe4_exp = "fc2sl"`,
+        // `"w6"`): what each buys where the defaults take it ("-" where the
+        // build has no such kernels).
+        ("no FC2 slices", Some(Tuning { fc2_slices: Some(1), ..d })),
+        ("no 6-warp FC1", Some(Tuning { w6: Some(false), ..d })),
+        ("6-warp FC1", Some(Tuning { w6: Some(true), ..d })),
     ]
 }
 
