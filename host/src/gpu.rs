@@ -43,6 +43,7 @@ pub struct Gpu {
     sm_count: u32,
     max_smem: u32,
     funcs: Mutex<HashMap<String, Arc<Func>>>,
+    has: Mutex<HashMap<String, bool>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -84,7 +85,15 @@ impl Gpu {
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        Ok(Arc::new(Gpu { ctx, module, arch, sm_count, max_smem, funcs: Mutex::new(HashMap::new()) }))
+        Ok(Arc::new(Gpu {
+            ctx,
+            module,
+            arch,
+            sm_count,
+            max_smem,
+            funcs: Mutex::new(HashMap::new()),
+            has: Mutex::new(HashMap::new()),
+        }))
     }
 
     /// The context.
@@ -109,9 +118,16 @@ impl Gpu {
     }
 
     /// Whether the loaded build has kernel `name` (an experimental build
-    /// may add kernels the host then uses).
+    /// may add kernels the host then uses). Cached either way: `forward`
+    /// asks on every call, and a missing kernel would otherwise cost a
+    /// failed driver lookup each time.
     pub fn has_kernel(&self, name: &str) -> bool {
-        self.func(name).is_ok()
+        if let Some(&has) = self.has.lock().expect("kernel presence cache").get(name) {
+            return has;
+        }
+        let has = self.func(name).is_ok();
+        self.has.lock().expect("kernel presence cache").insert(name.to_string(), has);
+        has
     }
 
     fn func(&self, name: &str) -> Result<Arc<Func>> {

@@ -614,6 +614,8 @@ impl MoeWeights {
             y16: y16 as u32,
             ..base
         };
+        // The `_rt` kernels' name suffix and routing tables' shared memory.
+        let (rt, routing) = if route_in_fc { ("_rt", FC_ROUTE_BYTES) } else { ("", 0) };
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
             if mixed {
@@ -629,31 +631,6 @@ impl MoeWeights {
                 && !tune.load_only
                 && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
-            // FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp
-            // = "w6"`; one column tile).
-            let (rt6, routing6) = if route_in_fc { ("_rt", FC_ROUTE_BYTES) } else { ("", 0) };
-            let name6 = format!("moe_fc1_{}_nt1_w6{rt6}", T::NAME);
-            let six_ok = fc == "1" && nt == 1 && !tune.load_only && gpu.has_kernel(&name6);
-            if tune.w6 == Some(true) && !six_ok && fc == "1" {
-                return Err(unsupported(
-                    "6-warp FC1",
-                    "forced",
-                    "needs a decode call with one column tile and a build with the 6-warp kernels (moe4_exp = \"w6\")",
-                ));
-            }
-            if six_ok && tune.w6 != Some(false) {
-                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX), 2) + routing6;
-                let c6 =
-                    fc_split_div(tasks, nchunks, FC_WARPS_SIX, gpu.resident_blocks(&name6, 32 * FC_WARPS_SIX, smem6)?)
-                        .cost;
-                let n = format!("moe_fc1_{}_nt1{}{rt6}", T::NAME, if wide { "_w8" } else { "" });
-                let smem = fc_smem_bytes(1, warps, fc_stages(1, warps), 2) + routing6;
-                let c = fc_split(tasks, nchunks, warps, gpu.resident_blocks(&n, 32 * warps, smem)?).cost;
-                // Unmeasured: a 5 % margin over the 4- or 8-warp kernel.
-                if tune.w6 == Some(true) || (100 * c6 as u64) < 95 * c as u64 {
-                    return Ok((name6, smem6, 32 * FC_WARPS_SIX));
-                }
-            }
             let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or_else(|| decode_task_rows(nt, e)) == 64;
             let suffix = if tune.load_only {
                 "_ld"
@@ -665,9 +642,31 @@ impl MoeWeights {
                 ""
             };
             let mt = if rows64 { 4 } else { 2 };
-            let (rt, routing) = if route_in_fc { ("_rt", FC_ROUTE_BYTES) } else { ("", 0) };
             let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps), mt) + routing;
-            Ok((format!("moe_fc{fc}_{}_nt{nt}{suffix}{rt}", T::NAME), smem, 32 * warps))
+            let name = format!("moe_fc{fc}_{}_nt{nt}{suffix}{rt}", T::NAME);
+            // FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp
+            // = "w6"`; one column tile), against the kernel chosen above.
+            let name6 = format!("moe_fc1_{}_nt1_w6{rt}", T::NAME);
+            let six_ok = fc == "1" && nt == 1 && !tune.load_only && gpu.has_kernel(&name6);
+            if tune.w6 == Some(true) && !six_ok && fc == "1" {
+                return Err(unsupported(
+                    "6-warp FC1",
+                    "forced",
+                    "needs a decode call with one column tile and a build with the 6-warp kernels (moe4_exp = \"w6\")",
+                ));
+            }
+            if six_ok && tune.w6 != Some(false) {
+                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX), 2) + routing;
+                let c6 =
+                    fc_split_div(tasks, nchunks, FC_WARPS_SIX, gpu.resident_blocks(&name6, 32 * FC_WARPS_SIX, smem6)?)
+                        .cost;
+                let c = fc_split(tasks, nchunks, warps, gpu.resident_blocks(&name, 32 * warps, smem)?).cost;
+                // Unmeasured: a 5 % margin over the 4- or 8-warp kernel.
+                if tune.w6 == Some(true) || (100 * c6 as u64) < 95 * c as u64 {
+                    return Ok((name6, smem6, 32 * FC_WARPS_SIX));
+                }
+            }
+            Ok((name, smem, 32 * warps))
         };
         // Tasks (column groups x 32-row blocks) if every active expert has
         // one group, with as many active experts as uniform routing gives
@@ -684,7 +683,6 @@ impl MoeWeights {
         // FC2 in slices (builds with the `_sl` kernels): where its queue is
         // shorter than the in-block split's, and y holds the partial rows.
         let (n2, smem2, threads2, grid2, slices) = {
-            let rt = if route_in_fc { "_rt" } else { "" };
             let name = format!("moe_fc2_{}_nt1_sl{rt}", T::NAME);
             let cap = (ws.max_tokens * ws.topk / (m * k)).min(FC_SLICES_MAX as usize) as u32;
             let usable = !prefill && nt == 1 && !tune.load_only && cap >= 2;
@@ -697,8 +695,7 @@ impl MoeWeights {
                     "needs a decode call with one column tile, y room for every pair's slices, and a build with the sliced FC2 kernels (moe4_exp = \"fc2sl\")",
                 ));
             }
-            let smem =
-                fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2) + if route_in_fc { FC_ROUTE_BYTES } else { 0 };
+            let smem = fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2) + routing;
             let pick = if has && tune.fc2_slices.is_none_or(|n| n > 1) {
                 let grid = fc_grid(&name, 32 * FC_WARPS, smem)?;
                 let tasks = groups_est * (h as u32 / 32);
