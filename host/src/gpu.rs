@@ -44,6 +44,9 @@ pub struct Gpu {
     max_smem: u32,
     funcs: Mutex<HashMap<String, Arc<Func>>>,
     has: Mutex<HashMap<String, bool>>,
+    /// Cleared after a cooperative launch with programmatic dependent launch
+    /// failed: later ones go without it.
+    coop_pdl: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -93,6 +96,7 @@ impl Gpu {
             max_smem,
             funcs: Mutex::new(HashMap::new()),
             has: Mutex::new(HashMap::new()),
+            coop_pdl: std::sync::atomic::AtomicBool::new(true),
         }))
     }
 
@@ -248,6 +252,65 @@ impl Gpu {
         // SAFETY: `args` points at one by-value parameter struct, which is
         // what every moe4 kernel takes; the function belongs to this
         // context, bound above; the caller vouches for the addresses.
+        sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()).result()?;
+        Ok(())
+    }
+
+    /// Launches `name` with one by-value parameter as a cooperative grid
+    /// (every block resident at once, or the launch fails: the fused decode
+    /// kernel's grid barrier needs that), a programmatic dependent of the
+    /// previous launch where `pdl`.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn launch_cooperative<P: Copy>(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        smem: u32,
+        params: P,
+        pdl: bool,
+    ) -> Result<()> {
+        self.check_smem(name, smem)?;
+        let f = self.func(name)?;
+        self.ctx.bind_to_thread()?;
+        let mut p = params;
+        let mut args = [&mut p as *mut P as *mut std::ffi::c_void];
+        // SAFETY: an all-zero launch attribute is a valid (empty) value;
+        // ids and values are set next.
+        let mut attrs: [sys::CUlaunchAttribute; 2] = [std::mem::zeroed(), std::mem::zeroed()];
+        attrs[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        attrs[0].value.cooperative = 1;
+        attrs[1].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attrs[1].value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.max(1),
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: stream.cu_stream(),
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: 1,
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        if pdl && self.coop_pdl.load(Relaxed) {
+            let both = sys::CUlaunchConfig { numAttrs: 2, ..cfg };
+            // SAFETY: as in `launch_dependent`.
+            let r = sys::cuLaunchKernelEx(&both, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut());
+            if r == sys::CUresult::CUDA_SUCCESS {
+                return Ok(());
+            }
+            // A driver that refuses the two attributes together: without
+            // the programmatic launch from now on.
+            self.coop_pdl.store(false, Relaxed);
+        }
+        // SAFETY: as in `launch_dependent`.
         sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()).result()?;
         Ok(())
     }
