@@ -629,7 +629,9 @@ fn fc_routing_equals_the_routing_kernel_bit_for_bit() {
             c.ids[last + 1] = c.ids[last + 2];
         }
         for wide in [false, true] {
-            let fc = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(64), ..d };
+            // The same FC kernels both ways (not the fused layer of
+            // `moe4_exp = "fused"` builds, whose K split differs).
+            let fc = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(64), fused: Some(false), ..d };
             let kernels = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(0), ..d };
             *ws.tuning_mut() = fc;
             let a = run_gpu::<bf16>(&w, &mut ws, &s, &c);

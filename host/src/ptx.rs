@@ -116,10 +116,11 @@ mod tests {
                 _ if k.starts_with("w4a4_gemm_wg_") => 14,
                 // The schedule (3), 1 per stage, 1 per tile.
                 _ if k.starts_with("w4a4_gemm_bm") => 5,
-                // 1 per chunk x 4 unrolled, 1 per tile; the mixed-width
+                // 1 per chunk x 4 unrolled, 2 per tile (the second before
+                // the staged epilogue's bulk copies); the mixed-width
                 // kernels run two such tile loops with 1 between them.
-                _ if k.starts_with("moe_pfw") && k.ends_with("_mix") => 11,
-                _ if k.starts_with("moe_pfw") => 5,
+                _ if k.starts_with("moe_pfw") && k.ends_with("_mix") => 13,
+                _ if k.starts_with("moe_pfw") => 6,
                 // FC2: 2 in each split phase, and it has two (after whole
                 // rounds, or alone with the copies before the wait: `PRE`),
                 // block-uniform alternatives.

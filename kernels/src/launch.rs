@@ -341,7 +341,7 @@ pub const fn pfw_stage_bytes(cols: u32) -> u32 {
     cols * 128 + 8 * 1024 + 8 * 128
 }
 /// Bytes per pair of the `wgmma` prefill epilogue's staging tile (the
-/// `moe4_exp = "bulkepi"` build: outputs gathered in shared memory, then one
+/// outputs gathered in shared memory, then one
 /// bulk copy per pair's row piece): FC2's 256 16-bit outputs of a tile
 /// (FC1 uses [`PFW_OUT_STRIDE_FC1`]), plus 16 bytes so that the 8 pairs an
 /// 8 x 8 `stmatrix` writes fall in 8 different 16-byte bank groups.
@@ -349,16 +349,15 @@ pub const PFW_OUT_STRIDE_FC2: u32 = 2 * 8 * 32 + 16;
 /// [`PFW_OUT_STRIDE_FC2`] for FC1: 128 16-bit h channels per pair.
 pub const PFW_OUT_STRIDE_FC1: u32 = 2 * 8 * 16 + 16;
 /// Bytes of one of the three slots of the `wgmma` prefill kernels' prefetched
-/// group record and pairs (the `moe4_exp = "recpre"` build): the 16-byte
+/// group record and pairs: the 16-byte
 /// record, then 128 u32 pairs (FC1).
 pub const PFW_PRE_SLOT_BYTES: u32 = 16 + 4 * 128;
 /// Dynamic shared memory of a `wgmma` prefill block: the stages
 /// ([`PFW_STAGES_MAX`] of them), two
 /// tables of a group's pairs and routing weights (`cols` u32 + `cols` f32
-/// each; FC2's epilogue), three [`PFW_PRE_SLOT_BYTES`] slots (`recpre`
-/// build), the epilogue's staging tile (`cols` x [`PFW_OUT_STRIDE_FC2`]:
-/// `bulkepi` build; no other build needs these two, and one block per SM
-/// fits either way), and 1 KiB to align them.
+/// each; FC2's epilogue), three [`PFW_PRE_SLOT_BYTES`] slots (the next
+/// tiles' records), the epilogue's staging tile (`cols` x
+/// [`PFW_OUT_STRIDE_FC2`]), and 1 KiB to align them.
 pub const fn pfw_smem_bytes(cols: u32) -> u32 {
     PFW_STAGES_MAX * pfw_stage_bytes(cols) + 2 * 8 * cols + 3 * PFW_PRE_SLOT_BYTES + cols * PFW_OUT_STRIDE_FC2 + 1024
 }

@@ -98,7 +98,7 @@ pub const fn wgmma_permuted(k: usize) -> usize {
 
 /// Byte offset of block-local FC1 channel `ch` (0..128: task `ch / 16` of
 /// the block's 8) in column `col`'s row of the `wgmma` prefill epilogue's
-/// staging tile (the `moe4_exp = "bulkepi"` build), rows `stride` bytes
+/// staging tile (the `wgmma` prefill epilogue), rows `stride` bytes
 /// apart: the h row piece in the [`wgmma_permuted`] order of each 64-channel
 /// chunk. A block's first channel is a multiple of 128, so the piece's
 /// permutation is the h row's.

@@ -919,8 +919,8 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM:
     store_h::<BF16, NT, MTILES, PERM>(p, acc, ag, au, r, hrow0, n_grp);
 }
 
-/// FC1 epilogue into a shared staging tile (prefill, `moe4_exp =
-/// "bulkepi"`): task `r`'s outputs (channels `16 (r - r0) ..` of the block
+/// FC1 epilogue into a shared staging tile (the `wgmma` prefill):
+/// task `r`'s outputs (channels `16 (r - r0) ..` of the block
 /// from task `r0`) as 16-bit values at `stage +`
 /// [`fc1_stage_at`]`(column, channel, stride)`: the block's h row piece.
 #[cfg(moe4_arch = "sm_90a")]
@@ -956,8 +956,8 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     });
 }
 
-/// FC2 epilogue into a shared staging tile (prefill with 16-bit y,
-/// `moe4_exp = "bulkepi"`): `alpha2 x w(column) x acc` of the warp's 32
+/// FC2 epilogue into a shared staging tile (prefill with 16-bit y):
+/// `alpha2 x w(column) x acc` of the warp's 32
 /// rows (block rows `32 w ..`), each column's 16-bit values at `stage +
 /// column x stride + 2 x` the block row: a column of the tile is the y row
 /// piece of its pair. One `stmatrix .trans` per 8 columns, at

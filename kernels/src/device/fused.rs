@@ -13,10 +13,10 @@
 //! resident rather than let it hang.
 
 use super::arch::*;
-use core::arch::asm;
 use super::fc::fc_routed;
 use super::route::{expert, route_in_block};
 use crate::params::FusedParams;
+use core::arch::asm;
 
 /// A grid-wide barrier on `bar` (`u32 [2]`: arrivals, generation; zero at
 /// rest, and zero again after each use). Every thread of every block of

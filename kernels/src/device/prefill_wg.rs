@@ -42,11 +42,11 @@
 //! pairs and routing weights (the routing's `group_rows`, `group_w`, from
 //! the group record's table offset) copied to shared memory with the tile's
 //! first chunk (two tables, by tile parity: the next tile's is written
-//! during this tile's epilogue). The `moe4_exp = "bulkepi"` build instead
+//! during this tile's epilogue). The epilogue
 //! gathers a tile's outputs in a shared staging tile (FC2: `stmatrix
 //! .trans`, 8 pairs x 8 rows per instruction) and sends each pair's row
 //! piece with one `cp.async.bulk`, whose writes overlap the next tile
-//! ([`BULK`]); the `"recpre"` build prefetches the next tiles' group
+//! ([`BULK`]; FC2 with f32 y stores directly), and the next tiles' group
 //! records and pair indices into shared memory ([`prefetch_record`]).
 
 use super::arch::*;
@@ -65,12 +65,13 @@ const STAGES: u32 = if cfg!(moe4_exp = "stages6") { PFW_STAGES_MAX } else { PFW_
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
-/// The epilogues through a shared staging tile and bulk copies (the
-/// `moe4_exp = "bulkepi"` build; FC2 with 16-bit y only): each pair's row
+/// The epilogues through a shared staging tile and bulk copies (FC2 with
+/// 16-bit y only; run 77 measured the layer 10 % faster on Qwen3 at M =
+/// 8192, 2 % on DeepSeek-V3, with the record prefetch): each pair's row
 /// piece (FC1: 256 bytes of h, FC2: 512 bytes of y) leaves in one
 /// `cp.async.bulk` issued by one thread, in flight while the next tile runs,
 /// instead of 64 (FC1) or 128 (FC2) 2-byte stores per thread.
-const BULK: bool = cfg!(moe4_exp = "bulkepi");
+const BULK: bool = true;
 
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
@@ -152,7 +153,6 @@ impl<const RPT: usize> Tile<RPT> {
     /// its columns) prefetched into shared memory at `pre` ([`prefetch_record`]).
     /// (The same body as `new` with its loads from `pre`: one of the two
     /// goes when the experiment lands or is dropped.)
-    #[cfg(moe4_exp = "recpre")]
     #[inline(always)]
     unsafe fn prefetched<const FC1: bool>(
         p: &FcParams,
@@ -250,7 +250,7 @@ impl<const RPT: usize> Tile<RPT> {
     }
 }
 
-/// The `moe4_exp = "recpre"` build: tile `tile`'s group record (if `tile <
+/// Tile `tile`'s group record (if `tile <
 /// tiles`) copied to `at` by thread 0, in the current `cp.async` group.
 ///
 /// The group records (and, FC1, the columns' pairs, [`prefetch_pairs`]) of
@@ -260,9 +260,7 @@ impl<const RPT: usize> Tile<RPT> {
 /// with tile `k`'s first copies go tile `k + 2`'s record and its pairs
 /// (whose record came with tile `k - 1`'s); tile `k + 1`'s are complete by
 /// the end of tile `k`'s k-loop. Nothing is added to the k-loop. (This code
-/// is under `#[cfg]`, not behind an `if` on a constant: that way the
-/// default build's PTX stays byte for byte what it was.)
-#[cfg(moe4_exp = "recpre")]
+/// was the `moe4_exp = "recpre"` experiment until run 77 measured it.)
 #[inline(always)]
 unsafe fn prefetch_record(p: &FcParams, g0: u32, tile: u32, tiles: u32, tpb: u32, at: u32) {
     if tid() == 0 && tile < tiles {
@@ -270,10 +268,9 @@ unsafe fn prefetch_record(p: &FcParams, g0: u32, tile: u32, tiles: u32, tpb: u32
     }
 }
 
-/// `recpre` build, FC1: the pairs of `n_cols` columns from slot `slot0`, to
+/// FC1: the pairs of `n_cols` columns from slot `slot0`, to
 /// `at` (zeros past them); one per thread of the first 128, in the current
 /// `cp.async` group.
-#[cfg(moe4_exp = "recpre")]
 #[inline(always)]
 unsafe fn prefetch_pairs(p: &FcParams, slot0: u32, n_cols: u32, at: u32) {
     let t0 = tid();
@@ -317,13 +314,10 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     // FC2's pair/weight tables, one per tile parity; the staging tile.
     let tables = base + STAGES * stage_bytes;
     let out_stage = tables + 2 * 8 * cols;
-    // recpre: three slots (tile index modulo 3) of a record and 128 pairs,
+    // Three slots (tile index modulo 3) of a record and 128 pairs,
     // before the staging tile; the current tile's slot.
-    #[cfg(moe4_exp = "recpre")]
     let pre_at = |k: u32| tables + 2 * 8 * cols + k * crate::launch::PFW_PRE_SLOT_BYTES;
-    #[cfg(moe4_exp = "recpre")]
     let out_stage = out_stage + 3 * crate::launch::PFW_PRE_SLOT_BYTES;
-    #[cfg(moe4_exp = "recpre")]
     let mut pslot = 0;
     let bulk = BULK && (FC1 || p.y16 != 0);
     let post = post::<BF16>();
@@ -333,9 +327,8 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     }
     let mut cur = Tile::<RPT>::new::<FC1>(p, g0, tile, tpb, tpe, nchunks);
     let mut parity = 0;
-    // recpre: tiles 1 and 2's records and tile 1's pairs (from its record
+    // Tiles 1 and 2's records and tile 1's pairs (from its record
     // in global memory, once), with the first chunk's copies.
-    #[cfg(moe4_exp = "recpre")]
     {
         let t1 = tile + gdim_here();
         if t1 < tiles {
@@ -435,11 +428,6 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         if next < tiles {
             // The other table was last read by the previous tile's epilogue,
             // before this tile's chunk barriers.
-            #[cfg(not(moe4_exp = "recpre"))]
-            {
-                cur = Tile::<RPT>::new::<FC1>(p, g0, next, tpb, tpe, nchunks);
-            }
-            #[cfg(moe4_exp = "recpre")]
             {
                 // Slots of the next tile and of the one after it.
                 let s1 = if pslot == 2 { 0 } else { pslot + 1 };
