@@ -52,6 +52,17 @@ pub struct Gpu {
     coop_pdl: std::sync::atomic::AtomicBool,
 }
 
+/// The kernel names (`.entry`) a PTX module defines.
+fn entry_names(ptx: &str) -> std::collections::HashSet<String> {
+    ptx.lines()
+        .filter_map(|l| {
+            l.trim_start().strip_prefix(".visible .entry ").or_else(|| l.trim_start().strip_prefix(".entry "))
+        })
+        .map(|l| l.split(['(', ' ']).next().unwrap_or_default().to_string())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gpu").field("arch", &self.arch).field("sm_count", &self.sm_count).finish()
@@ -87,13 +98,7 @@ impl Gpu {
             Ok(path) => std::fs::read_to_string(&path).map_err(|source| Error::Io { path, source })?,
             Err(_) => arch.ptx().to_string(),
         };
-        let entries = ptx
-            .lines()
-            .filter_map(|l| {
-                l.trim_start().strip_prefix(".visible .entry ").or_else(|| l.trim_start().strip_prefix(".entry "))
-            })
-            .map(|l| l.split(['(', ' ']).next().unwrap_or_default().to_string())
-            .collect();
+        let entries = entry_names(&ptx);
         let module = ctx.load_module(Ptx::from_src(ptx))?;
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem =
@@ -370,5 +375,30 @@ impl ArgRef for u32 {
     }
     fn is_u32(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_are_the_kernels_of_the_ptx() {
+        let ptx = ".visible .entry moe_a(\n\t.param .u64 p\n)\n{\n}\n.entry moe_b (\n)\n{\n}\n.func helper(\n)\n";
+        let names = entry_names(ptx);
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains("moe_a") && names.contains("moe_b"));
+        // The shipped builds: every kernel the host launches on each is
+        // there, and no experimental one is.
+        for a in Arch::ALL {
+            let names = entry_names(a.ptx());
+            for k in ["moe_route", "moe_fc1_bf16_nt1", "moe_fc2_f16_nt1_w8_rt", "moe_combine_bf16", "moe4_read_floor"] {
+                assert!(names.contains(k), "{}: {k} missing", a.name());
+            }
+            for k in ["moe_fused_bf16", "moe_fc2_bf16_nt1_sl", "moe_fc1_bf16_nt1_w6"] {
+                assert!(!names.contains(k), "{}: {k} present", a.name());
+            }
+            assert_eq!(names.contains("moe_pfw1_bf16_mix"), a == Arch::Sm90a, "{}", a.name());
+        }
     }
 }
