@@ -53,17 +53,6 @@ pub(super) unsafe fn grid_sync(bar: u64) {
     sync_divergent();
 }
 
-/// 16-byte load that sees other blocks' writes made before a
-/// [`grid_sync`] (L2, not the non-coherent path).
-#[inline(always)]
-unsafe fn ldg_v4_cg(p: u64) -> [u32; 4] {
-    let (x, y, z, w): (u32, u32, u32, u32);
-    asm!("ld.global.cg.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
-        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
-        p = in(reg64) p, options(nostack, readonly));
-    [x, y, z, w]
-}
-
 /// The layer: route, FC1 (8-warp blocks, 3 slots, one column tile, 32-row
 /// tasks, as `moe_fc1_*_nt1_w8_rt`), FC2 (the same, waiting at the grid
 /// barrier in `p.fc2.barrier`), barrier, combine (f32 y; the same sum in

@@ -46,7 +46,7 @@
 //! gathers a tile's outputs in a shared staging tile (FC2: `stmatrix
 //! .trans`, 8 pairs x 8 rows per instruction) and sends each pair's row
 //! piece with one `cp.async.bulk`, whose writes overlap the next tile
-//! ([`BULK`]; FC2 with f32 y stores directly), and the next tiles' group
+//! (FC2 with f32 y stores directly), and the next tiles' group
 //! records and pair indices into shared memory ([`prefetch_record`]).
 
 use super::arch::*;
@@ -65,14 +65,6 @@ const STAGES: u32 = if cfg!(moe4_exp = "stages6") { PFW_STAGES_MAX } else { PFW_
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
-/// The epilogues through a shared staging tile and bulk copies (FC2 with
-/// 16-bit y only; run 77 measured the layer 10 % faster on Qwen3 at M =
-/// 8192, 2 % on DeepSeek-V3, with the record prefetch): each pair's row
-/// piece (FC1: 256 bytes of h, FC2: 512 bytes of y) leaves in one
-/// `cp.async.bulk` issued by one thread, in flight while the next tile runs,
-/// instead of 64 (FC1) or 128 (FC2) 2-byte stores per thread.
-const BULK: bool = true;
-
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
 /// 128 bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
@@ -151,8 +143,9 @@ impl<const RPT: usize> Tile<RPT> {
 
     /// [`Tile::new`] from the tile's group record (and, FC1, the pairs of
     /// its columns) prefetched into shared memory at `pre` ([`prefetch_record`]).
-    /// (The same body as `new` with its loads from `pre`: one of the two
-    /// goes when the experiment lands or is dropped.)
+    /// (The same body as `new` with its loads from `pre`; `new` serves the
+    /// block's first tile. Folding the two changes the measured PTX: left
+    /// for a session that can re-measure.)
     #[inline(always)]
     unsafe fn prefetched<const FC1: bool>(
         p: &FcParams,
@@ -319,7 +312,13 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
     let pre_at = |k: u32| tables + 2 * 8 * cols + k * crate::launch::PFW_PRE_SLOT_BYTES;
     let out_stage = out_stage + 3 * crate::launch::PFW_PRE_SLOT_BYTES;
     let mut pslot = 0;
-    let bulk = BULK && (FC1 || p.y16 != 0);
+    // The epilogue through the staging tile and bulk copies (run 77: the
+    // layer 10 % faster on Qwen3 at M = 8192, 2 % on DeepSeek-V3, with the
+    // record prefetch): each pair's row piece (FC1: 256 bytes of h, FC2: 512
+    // bytes of y) leaves in one `cp.async.bulk` issued by one thread, in
+    // flight while the next tile runs, instead of 64 (FC1) or 128 (FC2)
+    // 2-byte stores per thread. FC2 with f32 y stores directly.
+    let bulk = FC1 || p.y16 != 0;
     let post = post::<BF16>();
 
     if tile >= tiles {
@@ -426,24 +425,22 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         // mixed kernels a spilled register.)
         let next = tile + gdim_here();
         if next < tiles {
+            // Slots of the next tile and of the one after it.
+            let s1 = if pslot == 2 { 0 } else { pslot + 1 };
+            let s2 = if s1 == 2 { 0 } else { s1 + 1 };
+            cur = Tile::<RPT>::prefetched::<FC1>(p, pre_at(s1), next, tpb, tpe, nchunks);
+            // The tile after next: its pairs, from its record (landed
+            // in this tile's k-loop).
+            let t2 = next + gdim_here();
+            if FC1 && t2 < tiles {
+                let at = pre_at(s2);
+                prefetch_pairs(p, lds(at + 4), lds(at + 8), at + 16);
+            }
+            // This tile's slot is free: the record of the tile after those.
+            prefetch_record(p, g0, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
+            pslot = s1;
             // The other table was last read by the previous tile's epilogue,
             // before this tile's chunk barriers.
-            {
-                // Slots of the next tile and of the one after it.
-                let s1 = if pslot == 2 { 0 } else { pslot + 1 };
-                let s2 = if s1 == 2 { 0 } else { s1 + 1 };
-                cur = Tile::<RPT>::prefetched::<FC1>(p, pre_at(s1), next, tpb, tpe, nchunks);
-                // The tile after next: its pairs, from its record (landed
-                // in this tile's k-loop).
-                let t2 = next + gdim_here();
-                if FC1 && t2 < tiles {
-                    let at = pre_at(s2);
-                    prefetch_pairs(p, lds(at + 4), lds(at + 8), at + 16);
-                }
-                // This tile's slot is free: the record of the tile after those.
-                prefetch_record(p, g0, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
-                pslot = s1;
-            }
             cur.prologue::<FC1>(p, nchunks, base, cols, tables + (parity ^ 1) * 8 * cols);
         }
         if bulk {
