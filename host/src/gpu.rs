@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::ptx::Arch;
-use cudarc::driver::sys::{self, CUfunction_attribute};
+use cudarc::driver::sys::{self, CUfunction_attribute, CUlaunchAttributeID as AttrId};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
@@ -61,6 +61,24 @@ fn entry_names(ptx: &str) -> std::collections::HashSet<String> {
         .map(|l| l.split(['(', ' ']).next().unwrap_or_default().to_string())
         .filter(|n| !n.is_empty())
         .collect()
+}
+
+/// Launch attribute `id` turned on: the cooperative and the programmatic
+/// stream serialization attributes (the two moe4 uses; `int` flags).
+/// Any other id keeps an all-zero value.
+fn launch_attribute(id: AttrId) -> sys::CUlaunchAttribute {
+    // SAFETY: an all-zero launch attribute is a valid (empty) value; id and
+    // value are set next.
+    let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    a.id = id;
+    match id {
+        AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE => a.value.cooperative = 1,
+        AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION => {
+            a.value.programmaticStreamSerializationAllowed = 1
+        }
+        _ => {}
+    }
+    a
 }
 
 impl std::fmt::Debug for Gpu {
@@ -237,16 +255,32 @@ impl Gpu {
         if !pdl {
             return self.launch(stream, name, grid, threads, smem, params);
         }
+        let attrs = [launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)];
+        self.launch_ex(stream, name, grid, threads, smem, params, &attrs)?.result()?;
+        Ok(())
+    }
+
+    /// `cuLaunchKernelEx` of `name` with one by-value parameter and launch
+    /// attributes `attrs`: the driver's own result, for the caller to judge.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`], and what each attribute asks of the kernel.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_ex<P: Copy>(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        smem: u32,
+        params: P,
+        attrs: &[sys::CUlaunchAttribute],
+    ) -> Result<sys::CUresult> {
         self.check_smem(name, smem)?;
         let f = self.func(name)?;
         self.ctx.bind_to_thread()?;
         let mut p = params;
         let mut args = [&mut p as *mut P as *mut std::ffi::c_void];
-        // SAFETY: an all-zero launch attribute is a valid (empty) value;
-        // id and value are set next.
-        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
         let cfg = sys::CUlaunchConfig {
             gridDimX: grid.max(1),
             gridDimY: 1,
@@ -256,14 +290,15 @@ impl Gpu {
             blockDimZ: 1,
             sharedMemBytes: smem,
             hStream: stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
+            // The driver only reads them (the field is `*mut` in the C API).
+            attrs: attrs.as_ptr() as *mut sys::CUlaunchAttribute,
+            numAttrs: attrs.len() as u32,
         };
         // SAFETY: `args` points at one by-value parameter struct, which is
         // what every moe4 kernel takes; the function belongs to this
-        // context, bound above; the caller vouches for the addresses.
-        sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()).result()?;
-        Ok(())
+        // context, bound above; `cfg.attrs` holds `numAttrs` attributes;
+        // the caller vouches for the addresses.
+        Ok(sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()))
     }
 
     /// Launches `name` with one by-value parameter as a cooperative grid
@@ -284,44 +319,20 @@ impl Gpu {
         params: P,
         pdl: bool,
     ) -> Result<()> {
-        self.check_smem(name, smem)?;
-        let f = self.func(name)?;
-        self.ctx.bind_to_thread()?;
-        let mut p = params;
-        let mut args = [&mut p as *mut P as *mut std::ffi::c_void];
-        // SAFETY: an all-zero launch attribute is a valid (empty) value;
-        // ids and values are set next.
-        let mut attrs: [sys::CUlaunchAttribute; 2] = [std::mem::zeroed(), std::mem::zeroed()];
-        attrs[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-        attrs[0].value.cooperative = 1;
-        attrs[1].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attrs[1].value.programmaticStreamSerializationAllowed = 1;
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: grid.max(1),
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: threads,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: smem,
-            hStream: stream.cu_stream(),
-            attrs: attrs.as_mut_ptr(),
-            numAttrs: 1,
-        };
+        let attrs = [
+            launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE),
+            launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION),
+        ];
         use std::sync::atomic::Ordering::Relaxed;
         if pdl && self.coop_pdl.load(Relaxed) {
-            let both = sys::CUlaunchConfig { numAttrs: 2, ..cfg };
-            // SAFETY: as in `launch_dependent`.
-            let r = sys::cuLaunchKernelEx(&both, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut());
-            if r == sys::CUresult::CUDA_SUCCESS {
+            if self.launch_ex(stream, name, grid, threads, smem, params, &attrs)? == sys::CUresult::CUDA_SUCCESS {
                 return Ok(());
             }
             // A driver that refuses the two attributes together: without
             // the programmatic launch from now on.
             self.coop_pdl.store(false, Relaxed);
         }
-        // SAFETY: as in `launch_dependent`.
-        sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()).result()?;
+        self.launch_ex(stream, name, grid, threads, smem, params, &attrs[..1])?.result()?;
         Ok(())
     }
 
@@ -381,6 +392,20 @@ impl ArgRef for u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launch_attributes_are_the_flags_asked_for() {
+        let c = launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+        let p = launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+        assert_eq!(c.id, AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+        assert_eq!(p.id, AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+        // SAFETY: both are `int` members of the value union, which the
+        // helper zeroed before setting the one its id names.
+        unsafe {
+            assert_eq!(c.value.cooperative, 1);
+            assert_eq!(p.value.programmaticStreamSerializationAllowed, 1);
+        }
+    }
 
     #[test]
     fn entry_names_are_the_kernels_of_the_ptx() {

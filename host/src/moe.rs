@@ -628,42 +628,42 @@ impl MoeWeights {
         };
         // The whole layer in one launch (builds with the fused kernels): a
         // batch the FC kernels route themselves, on one column tile.
-        let fused = format!("moe_fused_{}", T::NAME);
-        let fused_ok = route_in_fc && nt == 1 && !tune.load_only && tune.launches >= 4 && gpu.has_kernel(&fused);
-        if tune.fused == Some(true) && !fused_ok {
+        let fused = (route_in_fc && nt == 1 && !tune.load_only && tune.launches >= 4)
+            .then(|| format!("moe_fused_{}", T::NAME))
+            .filter(|name| gpu.has_kernel(name));
+        if tune.fused == Some(true) && fused.is_none() {
             return Err(unsupported(
                 "fused decode kernel",
                 "forced",
                 "needs a whole-layer decode call whose pairs the FC kernels route (one column tile) and a build with the fused kernels (moe4_exp = \"fused\")",
             ));
         }
-        if fused_ok && tune.fused != Some(false) {
+        // The combine's parameters (FC2 in slices sets `slices` below).
+        let comb = CombineParams {
+            y: ybuf,
+            topk_ids: ids_ptr,
+            out: out_ptr,
+            m: m as u32,
+            topk: k as u32,
+            h: h as u32,
+            n_experts: e as u32,
+            y16: y16 as u32,
+            slices: 1,
+        };
+        if let Some(fused) = fused.as_deref().filter(|_| tune.fused != Some(false)) {
             let (barrier, _b) = ws.barrier.device_ptr_mut(stream);
             let threads = 32 * FC_WARPS_WIDE;
             let smem = fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE), 2) + FC_ROUTE_BYTES;
             // Every block resident at once (the grid barriers need it; the
             // cooperative launch fails rather than hang otherwise).
-            let resident = gpu.resident_blocks(&fused, threads, smem)?;
+            let resident = gpu.resident_blocks(fused, threads, smem)?;
             let grid = tune.fc_blocks.map_or(resident, |b| b.clamp(1, resident));
-            let p = FusedParams {
-                fc1,
-                fc2: FcParams { barrier, ..fc2 },
-                comb: CombineParams {
-                    y: ybuf,
-                    topk_ids: ids_ptr,
-                    out: out_ptr,
-                    m: m as u32,
-                    topk: k as u32,
-                    h: h as u32,
-                    n_experts: e as u32,
-                    y16: 0,
-                    slices: 1,
-                },
-            };
+            // (Decode only: y is f32, `comb.y16` 0.)
+            let p = FusedParams { fc1, fc2: FcParams { barrier, ..fc2 }, comb };
             // SAFETY: as for the `_rt` FC kernels and the combine below (the
             // same parameters); the barrier is this workspace's, zero at
             // rest, and the workspace serves one call at a time (`&mut`).
-            unsafe { gpu.launch_cooperative(stream, &fused, grid, threads, smem, p, tune.pdl)? };
+            unsafe { gpu.launch_cooperative(stream, fused, grid, threads, smem, p, tune.pdl)? };
             return Ok(());
         }
         // The `_rt` kernels' name suffix and routing tables' shared memory.
@@ -799,17 +799,7 @@ impl MoeWeights {
         if tune.launches <= 3 {
             return Ok(());
         }
-        let comb = CombineParams {
-            y: ybuf,
-            topk_ids: ids_ptr,
-            out: out_ptr,
-            m: m as u32,
-            topk: k as u32,
-            h: h as u32,
-            n_experts: e as u32,
-            y16: y16 as u32,
-            slices,
-        };
+        let comb = CombineParams { slices, ..comb };
         let threads = 256u32;
         let grid = ((m * h / 4) as u32).div_ceil(threads);
         let combine =
