@@ -93,59 +93,21 @@ struct Tile<const RPT: usize> {
 
 impl<const RPT: usize> Tile<RPT> {
     /// Tile `tile` of `tpb` 256-row blocks per group, counted from group
-    /// `g0`; `tpe` tasks per expert, `nchunks` chunks.
+    /// `g0`; `tpe` tasks per expert, `nchunks` chunks. The block's first
+    /// tile: its group record (and, FC1, its columns' pairs) read from
+    /// global memory.
     #[inline(always)]
     unsafe fn new<const FC1: bool>(p: &FcParams, g0: u32, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile<RPT> {
-        let t0 = tid();
-        let (gi, rb) = (g0 + tile / tpb, tile % tpb);
-        let rec = p.groups + 16 * gi as u64;
-        let (e, slot0, n_cols) = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
+        let rec = p.groups + 16 * (g0 + tile / tpb) as u64;
+        let record = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
         let tab = ldg_u32_coherent(rec + 12);
-        // Warps past the expert's rows multiply zeros (a warpgroup with
-        // none skips its wgmmas).
-        let task0 = rb * WARPS;
-        let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
-        // Activations: 16-byte piece `q` of rows `rsub + 32 i`.
-        let (q, rsub) = (t0 % 8, t0 / 8);
-        let mut xsrc = [p.input; RPT];
-        let mut xok = [false; RPT];
-        unroll!(RPT, |i| {
-            let r = rsub + 32 * i as u32;
-            if r < n_cols {
-                let slot = slot0 + r;
-                let row = if FC1 { ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64) / p.topk } else { slot };
-                xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
-                xok[i] = true;
-            }
-        });
-        // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
-        let task_base = (e * tpe + task0) as u64 * nchunks as u64;
-        let mut csrc = [p.codes; 2];
-        let mut cok = [false; 2];
-        unroll!(2, |j| {
-            let idx = t0 + PFW_THREADS * j as u32;
-            let task = idx / 64;
-            if task < ntask {
-                let at = (task_base + task as u64 * nchunks as u64) * CHUNK_CODE_BYTES as u64;
-                csrc[j] = p.codes + at + 16 * (idx % 64) as u64;
-                cok[j] = true;
-            }
-        });
-        let sok = t0 < 64 && t0 / 8 < ntask;
-        let ssrc = if sok {
-            let at = (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64;
-            p.scales + at + 16 * (t0 % 8) as u64
-        } else {
-            p.scales
-        };
-        Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, xok, csrc, cok, ssrc, sok }
+        let pair = |slot: u32, _r: u32| ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64);
+        Self::from_record::<FC1>(p, (record.0, record.1, record.2, tab), tile, tpb, tpe, nchunks, pair)
     }
 
     /// [`Tile::new`] from the tile's group record (and, FC1, the pairs of
-    /// its columns) prefetched into shared memory at `pre` ([`prefetch_record`]).
-    /// (The same body as `new` with its loads from `pre`; `new` serves the
-    /// block's first tile. Folding the two changes the measured PTX: left
-    /// for a session that can re-measure.)
+    /// its columns) prefetched into shared memory at `pre` ([`prefetch_record`]):
+    /// every tile after the block's first.
     #[inline(always)]
     unsafe fn prefetched<const FC1: bool>(
         p: &FcParams,
@@ -155,9 +117,25 @@ impl<const RPT: usize> Tile<RPT> {
         tpe: u32,
         nchunks: u32,
     ) -> Tile<RPT> {
+        let record = (lds(pre), lds(pre + 4), lds(pre + 8), lds(pre + 12));
+        let pair = |_slot: u32, r: u32| lds(pre + 16 + 4 * r);
+        Self::from_record::<FC1>(p, record, tile, tpb, tpe, nchunks, pair)
+    }
+
+    /// The tile of group record `(e, slot0, n_cols, tab)`; `pair(slot, r)`
+    /// is FC1's pair at `slot` (column `r` of the group).
+    #[inline(always)]
+    unsafe fn from_record<const FC1: bool>(
+        p: &FcParams,
+        (e, slot0, n_cols, tab): (u32, u32, u32, u32),
+        tile: u32,
+        tpb: u32,
+        tpe: u32,
+        nchunks: u32,
+        pair: impl Fn(u32, u32) -> u32,
+    ) -> Tile<RPT> {
         let t0 = tid();
         let rb = tile % tpb;
-        let (e, slot0, n_cols, tab) = (lds(pre), lds(pre + 4), lds(pre + 8), lds(pre + 12));
         // Warps past the expert's rows multiply zeros (a warpgroup with
         // none skips its wgmmas).
         let task0 = rb * WARPS;
@@ -170,7 +148,7 @@ impl<const RPT: usize> Tile<RPT> {
             let r = rsub + 32 * i as u32;
             if r < n_cols {
                 let slot = slot0 + r;
-                let row = if FC1 { lds(pre + 16 + 4 * r) / p.topk } else { slot };
+                let row = if FC1 { pair(slot, r) / p.topk } else { slot };
                 xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
                 xok[i] = true;
             }
