@@ -134,9 +134,12 @@ type Acc<const NT: usize, const MT: usize> = [[[f32; 4]; NT]; MT];
 /// 16 lane, `src_s` = slot + scales + 4 lane). The activations are read per
 /// half of the k-steps, so `8 * NT` of them are live at a time, not `16 NT`;
 /// each serves all `MT` row tiles (with `MT = 4`, the two layout tasks of
-/// a 64-row task: half the activation reads per weight).
+/// a 64-row task: half the activation reads per weight). Only the first
+/// `used` column tiles are read and multiplied (the task's group holds
+/// pairs in those only: the others are all zeros, their outputs never
+/// stored).
 #[inline(always)]
-unsafe fn compute<const BF16: bool, const NT: usize, const MT: usize, const LD: bool>(
+unsafe fn compute<const BF16: bool, const NT: usize, const MT: usize, const LD: bool, const USED: usize>(
     acc: &mut Acc<NT, MT>,
     src: u32,
     src_s: u32,
@@ -165,12 +168,16 @@ unsafe fn compute<const BF16: bool, const NT: usize, const MT: usize, const LD: 
     unroll!(2, |h| {
         // Activation words of steps 2h, 2h+1 for every column tile.
         let mut b = [[0u32; 4]; NT];
-        unroll!(NT, |j| b[j] = lds_v4(src + slot_x(MT) + 1024 * j as u32 + 512 * h as u32));
+        unroll!(NT, |j| if j < USED {
+            b[j] = lds_v4(src + slot_x(MT) + 1024 * j as u32 + 512 * h as u32)
+        });
         unroll!(2, |sh| {
             let step = 2 * h + sh;
             unroll!(MT, |mt| {
                 let w = dequant_step::<BF16>(a[mt][step], sc[mt][0], sc[mt][1]);
-                unroll!(NT, |j| mma::<BF16>(&mut acc[mt][j], w, b[j][2 * sh], b[j][2 * sh + 1]));
+                unroll!(NT, |j| if j < USED {
+                    mma::<BF16>(&mut acc[mt][j], w, b[j][2 * sh], b[j][2 * sh + 1])
+                });
             });
         });
     });
@@ -738,15 +745,39 @@ unsafe fn phase<
         // Only a group's first warp runs the epilogue.
         let epi = load_epi::<FC1, NT, RT>(p, &plan, if kp == 0 { task } else { u32::MAX });
         let mut acc = [[[0f32; 4]; NT]; MT];
+        #[cfg(not(moe4_exp = "skipcols"))]
         if task < plan.tasks {
             let mut i = 0;
             while i < n_my {
                 cp_async_wait_dyn(S - 2);
                 pf.refill::<FC1>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
-                compute::<BF16, NT, MT, LD>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
+                compute::<BF16, NT, MT, LD, NT>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
                 wr = rd;
                 rd = if rd + 1 == S { 0 } else { rd + 1 };
                 i += 1;
+            }
+        }
+        // `moe4_exp = "skipcols"`: only the column tiles that hold pairs
+        // (the group's pair count, in tiles of 8; warp-uniform) are read
+        // and multiplied, the chunk loop with that count built in (one copy
+        // per count, chosen once per task).
+        #[cfg(moe4_exp = "skipcols")]
+        if task < plan.tasks {
+            let used = if NT > 1 {
+                let gi = task / plan.tpe;
+                table::<RT>(p.groups + 16 * gi as u64 + 8, FC_RT_GROUPS + 16 * gi + 8).div_ceil(8)
+            } else {
+                NT as u32
+            };
+            let ring = (dst, dst_s, slot_bytes);
+            if NT > 1 && used <= 1 {
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, 1>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+            } else if NT > 2 && used == 2 {
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, 2>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+            } else if NT > 3 && used == 3 {
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, 3>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+            } else {
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, NT>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
             }
         }
         if ks == 1 {
@@ -773,6 +804,41 @@ unsafe fn phase<
             sync();
         }
         task = task.saturating_add(tstep);
+    }
+}
+
+/// [`phase`]'s chunk loop on the first `USED` column tiles (the
+/// `moe4_exp = "skipcols"` build): `n_my` chunks through the ring at
+/// `ring = (dst, dst_s, slot_bytes)` from slot `rd`, refilling `wr`.
+#[cfg(moe4_exp = "skipcols")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn chunks<
+    const FC1: bool,
+    const BF16: bool,
+    const NT: usize,
+    const MT: usize,
+    const S: u32,
+    const LD: bool,
+    const RT: bool,
+    const USED: usize,
+>(
+    p: &FcParams,
+    plan: &Plan,
+    pf: &mut Producer<NT, MT, RT>,
+    acc: &mut Acc<NT, MT>,
+    (dst, dst_s, slot_bytes): (u32, u32, u32),
+    (rd, wr): (&mut u32, &mut u32),
+    n_my: u32,
+) {
+    let mut i = 0;
+    while i < n_my {
+        cp_async_wait_dyn(S - 2);
+        pf.refill::<FC1>(p, plan, dst + *wr * slot_bytes, dst_s + *wr * slot_bytes);
+        compute::<BF16, NT, MT, LD, USED>(acc, dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
+        *wr = *rd;
+        *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
+        i += 1;
     }
 }
 
@@ -849,7 +915,7 @@ unsafe fn fc2_sliced<
         while i < n_my {
             cp_async_wait_dyn(S - 2);
             pf.refill::<false>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
-            compute::<BF16, NT, MT, false>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
+            compute::<BF16, NT, MT, false, NT>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
             wr = rd;
             rd = if rd + 1 == S { 0 } else { rd + 1 };
             i += 1;
