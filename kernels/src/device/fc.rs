@@ -745,23 +745,12 @@ unsafe fn phase<
         // Only a group's first warp runs the epilogue.
         let epi = load_epi::<FC1, NT, RT>(p, &plan, if kp == 0 { task } else { u32::MAX });
         let mut acc = [[[0f32; 4]; NT]; MT];
-        #[cfg(not(moe4_exp = "skipcols"))]
-        if task < plan.tasks {
-            let mut i = 0;
-            while i < n_my {
-                cp_async_wait_dyn(S - 2);
-                pf.refill::<FC1>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
-                compute::<BF16, NT, MT, LD, NT>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
-                wr = rd;
-                rd = if rd + 1 == S { 0 } else { rd + 1 };
-                i += 1;
-            }
-        }
-        // `moe4_exp = "skipcols"`: only the column tiles that hold pairs
-        // (the group's pair count, in tiles of 8; warp-uniform) are read
-        // and multiplied, the chunk loop with that count built in (one copy
-        // per count, chosen once per task).
-        #[cfg(moe4_exp = "skipcols")]
+        // Only the column tiles that hold pairs (the group's pair count, in
+        // tiles of 8; warp-uniform) are read and multiplied: the chunk loop
+        // with that count built in, one copy per count, chosen once per
+        // task (run 78: Mixtral M = 32 -4 %, where a group of NT = 2 tiles
+        // often holds 8 pairs or fewer; a runtime test per tile, or a
+        // branch per chunk, cost the loop 6-67 registers).
         if task < plan.tasks {
             let used = if NT > 1 {
                 let gi = task / plan.tpe;
@@ -807,10 +796,9 @@ unsafe fn phase<
     }
 }
 
-/// [`phase`]'s chunk loop on the first `USED` column tiles (the
-/// `moe4_exp = "skipcols"` build): `n_my` chunks through the ring at
-/// `ring = (dst, dst_s, slot_bytes)` from slot `rd`, refilling `wr`.
-#[cfg(moe4_exp = "skipcols")]
+/// [`phase`]'s chunk loop on the first `USED` column tiles: `n_my` chunks
+/// through the ring at `ring = (dst, dst_s, slot_bytes)` from slot `rd`,
+/// refilling `wr`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn chunks<
