@@ -309,17 +309,6 @@ fn sanitizer_case() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
-    // The fused layer, where the build has it (moe4_exp = "fused"): the
-    // whole grid, one block and three (FC1 and FC2 in several rounds per
-    // warp, the grid barrier met by fewer blocks).
-    if gpu.has_kernel("moe_fused_bf16") {
-        let d = moe4::Tuning::defaults(&gpu);
-        for fc_blocks in [None, Some(1), Some(3)] {
-            *ws.tuning_mut() = moe4::Tuning { fused: Some(true), nt: Some(1), fc_blocks, ..d };
-            c.name = format!("sanitizer, fused, grid {fc_blocks:?}");
-            check::<bf16>(&w, &mut ws, &s, &c);
-        }
-    }
     // Whole rounds, then split ones (the ring reused across the two
     // phases, the reduction area in the second).
     two_phase_walk(&gpu, &s, &[(3, false, 1, 32), (1, true, 1, 32)]);
@@ -478,90 +467,6 @@ fn six_warp_fc1_against_the_reference() {
     assert!(err.to_string().contains("6-warp FC1"), "{err}");
 }
 
-/// The whole decode layer in one launch (builds with the `moe_fused_*`
-/// kernels, `moe4_exp = "fused"`; skipped with a message on builds without
-/// them): M = 1, 3, 8 at top-8 (8 to 64 pairs) on the whole grid and on
-/// grids of 1, 2 and 7 blocks (several rounds per warp in FC1 and FC2),
-/// the three activations, bf16 and f16, -1 ids; out-of-range ids counted
-/// exactly; all ids -1 gives exact zeros; every token on one expert; the
-/// same output bit for bit on every rerun (the grid barrier resets itself:
-/// dozens of calls in a row on one workspace); a CUDA graph of it replays
-/// bit for bit; forced where it does not apply, an error, not a fault.
-#[test]
-fn fused_layer_against_the_reference() {
-    let Some(gpu) = gpu("fused_layer_against_the_reference") else { return };
-    if !gpu.has_kernel("moe_fused_bf16") {
-        report("fused_layer_against_the_reference: SKIPPED, this PTX build has no fused decode kernels");
-        return;
-    }
-    let ctx = gpu.context().clone();
-    let s = ctx.new_stream().unwrap();
-    let mut rng = Rng(4242);
-    let (e, h, i, topk) = (16, 576, 320, 8);
-    let layer = random_layer(&mut rng, e, h, i);
-    let d = moe4::Tuning::defaults(&gpu);
-    for act in [Activation::Silu, Activation::ClampedSilu { limit: 0.3 }, Activation::GPT_OSS] {
-        let w = MoeWeights::new(&gpu, &s, &layer, act).unwrap();
-        let mut ws = Workspace::new(&w, &s, 8, topk).unwrap();
-        for m in [1, 3, 8] {
-            let mut c = case(&mut rng, &layer, &format!("fused {act:?}"), m, topk);
-            for p in (1..c.ids.len()).step_by(6) {
-                c.ids[p] = -1;
-            }
-            for fc_blocks in [None, Some(1), Some(2), Some(7)] {
-                *ws.tuning_mut() = moe4::Tuning { fused: Some(true), fc_blocks, ..d };
-                let c = Case { name: format!("{} grid {fc_blocks:?}", c.name), ..c.clone() };
-                check::<bf16>(&w, &mut ws, &s, &c);
-                check::<f16>(&w, &mut ws, &s, &c);
-            }
-        }
-    }
-    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
-    let mut ws = Workspace::new(&w, &s, 8, topk).unwrap();
-    *ws.tuning_mut() = moe4::Tuning { fused: Some(true), ..d };
-    // Every token on one expert (64 pairs: eight column groups of one
-    // expert), rerun bit for bit.
-    let mut c = case(&mut rng, &layer, "fused, all pairs on expert 3", 8, topk);
-    c.ids.iter_mut().for_each(|id| *id = 3);
-    check::<bf16>(&w, &mut ws, &s, &c);
-    let first = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-    for rep in 0..20 {
-        let again = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-        let diff = first.iter().zip(&again).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-        assert_eq!(diff, 0, "fused rerun {rep}: {diff} outputs differ");
-    }
-    // Out-of-range ids: skipped, counted exactly, no fault.
-    ws.reset_invalid_id_count(&s).unwrap();
-    let mut c = case(&mut rng, &layer, "fused, out-of-range ids", 7, topk);
-    let bad = [(0usize, 16i32), (3, 1000), (9, -2), (40, i32::MIN), (55, i32::MAX)];
-    for &(p, v) in &bad {
-        c.ids[p] = v;
-    }
-    c.ids[1] = -1;
-    check::<bf16>(&w, &mut ws, &s, &c);
-    assert_eq!(ws.invalid_id_count(&s).unwrap(), bad.len() as u64);
-    // All ids -1: exact zeros, written.
-    let mut c = case(&mut rng, &layer, "fused, all ids -1", 3, topk);
-    c.ids.iter_mut().for_each(|id| *id = -1);
-    let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-    assert!(got.iter().all(|&v| v == 0.0));
-    // The fused layer against the three launches, and in a CUDA graph.
-    let c = case(&mut rng, &layer, "fused vs separate", 5, topk);
-    let fused = check::<bf16>(&w, &mut ws, &s, &c);
-    ws.tuning_mut().fused = Some(false);
-    let separate = check::<bf16>(&w, &mut ws, &s, &c);
-    report(&format!("fused {fused:.2e} vs separate launches {separate:.2e}"));
-    ws.tuning_mut().fused = Some(true);
-    // SAFETY: this part uses one stream for everything it captures.
-    unsafe { ctx.disable_event_tracking() };
-    graph_equals_eager(&w, &mut ws, &s, &c, None, "fused layer");
-    unsafe { ctx.enable_event_tracking() };
-    // Forced where it does not apply (two column tiles): an error.
-    *ws.tuning_mut() = moe4::Tuning { fused: Some(true), nt: Some(2), ..d };
-    let err = forward_err(&w, &mut ws, &s, &c);
-    assert!(err.to_string().contains("fused"), "{err}");
-}
-
 /// FC2 in slices (builds with the `_sl` kernels, `moe4_exp = "fc2sl"`;
 /// skipped with a message on builds without them): forced slice counts
 /// (2, 3, 7, all 16 chunks, more than the chunks), with the FC kernels'
@@ -629,9 +534,7 @@ fn fc_routing_equals_the_routing_kernel_bit_for_bit() {
             c.ids[last + 1] = c.ids[last + 2];
         }
         for wide in [false, true] {
-            // The same FC kernels both ways (not the fused layer of
-            // `moe4_exp = "fused"` builds, whose K split differs).
-            let fc = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(64), fused: Some(false), ..d };
+            let fc = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(64), ..d };
             let kernels = moe4::Tuning { wide: Some(wide), fc_route_pairs: Some(0), ..d };
             *ws.tuning_mut() = fc;
             let a = run_gpu::<bf16>(&w, &mut ws, &s, &c);

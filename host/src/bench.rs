@@ -349,8 +349,7 @@ pub fn read_floor_us(
 /// routing kernel instead of the FC kernels' own routing (whole layer, and
 /// route + FC1), the FC kernels' routing wherever it can run (up to
 /// `FC_ROUTE_MAX_PAIRS` pairs, whatever the layer's size), and the
-/// experimental builds' sliced FC2, 6-warp FC1 and fused layer turned off
-/// and forced.
+/// experimental builds' sliced FC2 and 6-warp FC1 turned off and forced.
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -377,9 +376,6 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("no FC2 slices", Some(Tuning { fc2_slices: Some(1), ..d })),
         ("no 6-warp FC1", Some(Tuning { w6: Some(false), ..d })),
         ("6-warp FC1", Some(Tuning { w6: Some(true), ..d })),
-        // `moe4_exp = "fused"`: the layer in one launch off, and on.
-        ("no fused", Some(Tuning { fused: Some(false), ..d })),
-        ("fused", Some(Tuning { fused: Some(true), ..d })),
     ]
 }
 

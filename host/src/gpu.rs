@@ -47,9 +47,6 @@ pub struct Gpu {
     /// asks this, not the driver (a failed driver lookup is an API error
     /// that compute-sanitizer counts).
     entries: std::collections::HashSet<String>,
-    /// Cleared after a cooperative launch with programmatic dependent launch
-    /// failed: later ones go without it.
-    coop_pdl: std::sync::atomic::AtomicBool,
 }
 
 /// The kernel names (`.entry`) a PTX module defines.
@@ -63,20 +60,16 @@ fn entry_names(ptx: &str) -> std::collections::HashSet<String> {
         .collect()
 }
 
-/// Launch attribute `id` turned on: the cooperative and the programmatic
-/// stream serialization attributes (the two moe4 uses; `int` flags).
-/// Any other id keeps an all-zero value.
+/// Launch attribute `id` turned on: the programmatic stream serialization
+/// attribute (the one moe4 uses; an `int` flag). Any other id keeps an
+/// all-zero value.
 fn launch_attribute(id: AttrId) -> sys::CUlaunchAttribute {
     // SAFETY: an all-zero launch attribute is a valid (empty) value; id and
     // value are set next.
     let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     a.id = id;
-    match id {
-        AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE => a.value.cooperative = 1,
-        AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION => {
-            a.value.programmaticStreamSerializationAllowed = 1
-        }
-        _ => {}
+    if id == AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION {
+        a.value.programmaticStreamSerializationAllowed = 1;
     }
     a
 }
@@ -121,16 +114,7 @@ impl Gpu {
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        Ok(Arc::new(Gpu {
-            ctx,
-            module,
-            arch,
-            sm_count,
-            max_smem,
-            funcs: Mutex::new(HashMap::new()),
-            entries,
-            coop_pdl: std::sync::atomic::AtomicBool::new(true),
-        }))
+        Ok(Arc::new(Gpu { ctx, module, arch, sm_count, max_smem, funcs: Mutex::new(HashMap::new()), entries }))
     }
 
     /// The context.
@@ -301,41 +285,6 @@ impl Gpu {
         Ok(sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()))
     }
 
-    /// Launches `name` with one by-value parameter as a cooperative grid
-    /// (every block resident at once, or the launch fails: the fused decode
-    /// kernel's grid barrier needs that), a programmatic dependent of the
-    /// previous launch where `pdl`.
-    ///
-    /// # Safety
-    /// As [`Gpu::launch`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn launch_cooperative<P: Copy>(
-        &self,
-        stream: &CudaStream,
-        name: &str,
-        grid: u32,
-        threads: u32,
-        smem: u32,
-        params: P,
-        pdl: bool,
-    ) -> Result<()> {
-        let attrs = [
-            launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE),
-            launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION),
-        ];
-        use std::sync::atomic::Ordering::Relaxed;
-        if pdl && self.coop_pdl.load(Relaxed) {
-            if self.launch_ex(stream, name, grid, threads, smem, params, &attrs)? == sys::CUresult::CUDA_SUCCESS {
-                return Ok(());
-            }
-            // A driver that refuses the two attributes together: without
-            // the programmatic launch from now on.
-            self.coop_pdl.store(false, Relaxed);
-        }
-        self.launch_ex(stream, name, grid, threads, smem, params, &attrs[..1])?.result()?;
-        Ok(())
-    }
-
     /// Launches a kernel whose parameters are separate scalars/pointers
     /// (the smoke and peak kernels).
     ///
@@ -395,15 +344,15 @@ mod tests {
 
     #[test]
     fn launch_attributes_are_the_flags_asked_for() {
-        let c = launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
         let p = launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
-        assert_eq!(c.id, AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+        let c = launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
         assert_eq!(p.id, AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+        assert_eq!(c.id, AttrId::CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
         // SAFETY: both are `int` members of the value union, which the
-        // helper zeroed before setting the one its id names.
+        // helper zeroed before setting the one it turns on.
         unsafe {
-            assert_eq!(c.value.cooperative, 1);
             assert_eq!(p.value.programmaticStreamSerializationAllowed, 1);
+            assert_eq!(c.value.cooperative, 0);
         }
     }
 
@@ -420,7 +369,7 @@ mod tests {
             for k in ["moe_route", "moe_fc1_bf16_nt1", "moe_fc2_f16_nt1_w8_rt", "moe_combine_bf16", "moe4_read_floor"] {
                 assert!(names.contains(k), "{}: {k} missing", a.name());
             }
-            for k in ["moe_fused_bf16", "moe_fc2_bf16_nt1_sl", "moe_fc1_bf16_nt1_w6"] {
+            for k in ["moe_fc2_bf16_nt1_sl", "moe_fc1_bf16_nt1_w6"] {
                 assert!(!names.contains(k), "{}: {k} present", a.name());
             }
             assert_eq!(names.contains("moe_pfw1_bf16_mix"), a == Arch::Sm90a, "{}", a.name());

@@ -40,7 +40,7 @@ use moe4_kernels::launch::{
     route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX,
     FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
-use moe4_kernels::params::{ActKind, CombineParams, FcParams, FusedParams, PermuteParams, RouteParams};
+use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
 
 /// Most (token, k) pairs one forward call may route.
@@ -146,8 +146,6 @@ pub struct Workspace {
     group_rows: CudaSlice<u32>,
     group_w: CudaSlice<f32>,
     route_hist: CudaSlice<u32>,
-    /// The fused decode kernel's grid barrier (`u32 [2]`, zero at rest).
-    barrier: CudaSlice<u32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -229,14 +227,6 @@ pub struct Tuning {
     /// tile; never where the build lacks the kernels); `Some(true)`: always
     /// there (an error elsewhere); `Some(false)`: never.
     pub w6: Option<bool>,
-    /// The whole decode layer in one launch (builds with the `moe_fused_*`
-    /// kernels, `moe4_exp = "fused"`): routing, FC1, FC2 and the combine
-    /// of a batch the FC kernels may route themselves, with grid barriers
-    /// between them. `None`: wherever it applies (one column tile, pairs
-    /// the FC kernels route, the whole layer; never where the build lacks
-    /// the kernels); `Some(true)`: there too, an error elsewhere;
-    /// `Some(false)`: never.
-    pub fused: Option<bool>,
 }
 
 impl Tuning {
@@ -258,7 +248,6 @@ impl Tuning {
             y16: true,
             fc2_slices: None,
             w6: None,
-            fused: None,
         }
     }
 }
@@ -299,7 +288,6 @@ impl Workspace {
             group_rows: stream.alloc_zeros(group_slots)?,
             group_w: stream.alloc_zeros(group_slots)?,
             route_hist: stream.alloc_zeros(route_hist_words(weights.experts as u32) as usize)?,
-            barrier: stream.alloc_zeros(2)?,
         })
     }
 
@@ -626,18 +614,6 @@ impl MoeWeights {
             y16: y16 as u32,
             ..base
         };
-        // The whole layer in one launch (builds with the fused kernels): a
-        // batch the FC kernels route themselves, on one column tile.
-        let fused = (route_in_fc && nt == 1 && !tune.load_only && tune.launches >= 4)
-            .then(|| format!("moe_fused_{}", T::NAME))
-            .filter(|name| gpu.has_kernel(name));
-        if tune.fused == Some(true) && fused.is_none() {
-            return Err(unsupported(
-                "fused decode kernel",
-                "forced",
-                "needs a whole-layer decode call whose pairs the FC kernels route (one column tile) and a build with the fused kernels (moe4_exp = \"fused\")",
-            ));
-        }
         // The combine's parameters (FC2 in slices sets `slices` below).
         let comb = CombineParams {
             y: ybuf,
@@ -650,22 +626,6 @@ impl MoeWeights {
             y16: y16 as u32,
             slices: 1,
         };
-        if let Some(fused) = fused.as_deref().filter(|_| tune.fused != Some(false)) {
-            let (barrier, _b) = ws.barrier.device_ptr_mut(stream);
-            let threads = 32 * FC_WARPS_WIDE;
-            let smem = fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE), 2) + FC_ROUTE_BYTES;
-            // Every block resident at once (the grid barriers need it; the
-            // cooperative launch fails rather than hang otherwise).
-            let resident = gpu.resident_blocks(fused, threads, smem)?;
-            let grid = tune.fc_blocks.map_or(resident, |b| b.clamp(1, resident));
-            // (Decode only: y is f32, `comb.y16` 0.)
-            let p = FusedParams { fc1, fc2: FcParams { barrier, ..fc2 }, comb };
-            // SAFETY: as for the `_rt` FC kernels and the combine below (the
-            // same parameters); the barrier is this workspace's, zero at
-            // rest, and the workspace serves one call at a time (`&mut`).
-            unsafe { gpu.launch_cooperative(stream, fused, grid, threads, smem, p, tune.pdl)? };
-            return Ok(());
-        }
         // The `_rt` kernels' name suffix and routing tables' shared memory.
         let (rt, routing) = if route_in_fc { ("_rt", FC_ROUTE_BYTES) } else { ("", 0) };
         // Kernel name, dynamic shared memory, threads per block of FC1 and FC2.

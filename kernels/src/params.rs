@@ -147,24 +147,6 @@ pub struct FcParams {
     /// `moe_combine_sl_*` sums. Unused by the others. (Placed where the
     /// struct had padding: the other kernels' parameters keep their size.)
     pub slices: u32,
-    /// The fused decode kernel (`moe4_exp = "fused"` builds, `moe_fused_*`):
-    /// a `u32 [2]` grid barrier (arrivals, generation; zero at rest) that
-    /// FC2's first phase waits on instead of the launch dependency. Zero
-    /// (no barrier) for every other kernel.
-    pub barrier: u64,
-}
-
-/// The fused decode kernel (`moe4_exp = "fused"` builds, `moe_fused_*`):
-/// FC1, FC2 and the combine of one small batch in one launch.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FusedParams {
-    /// FC1, as for the `_rt` kernels.
-    pub fc1: FcParams,
-    /// FC2, as for the `_rt` kernels, with [`FcParams::barrier`] set.
-    pub fc2: FcParams,
-    /// The combine (f32 y).
-    pub comb: CombineParams,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

@@ -265,8 +265,6 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     // The 6-warp kernels of the `moe4_exp = "w6"` build (4 blocks per SM).
     ("moe_fc1_bf16_nt1_w6", 192, 4),
     ("moe_fc1_f16_nt1_w6", 192, 4),
-    // The fused decode kernels of the `moe4_exp = "fused"` build.
-    ("moe_fused_", 256, 3),
 ];
 
 /// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's

@@ -578,73 +578,6 @@ unsafe fn fc<
     }
 }
 
-/// [`fc`] after its wait and routing: the plan, the split and the phases.
-/// The fused kernel (`moe4_exp = "fused"`) runs it twice, FC1 then FC2, on
-/// one routing. A copy of [`fc`]'s tail, kept apart so the default build's
-/// kernels stay as measured.
-#[cfg(moe4_exp = "fused")]
-#[inline(always)]
-pub(super) unsafe fn fc_routed<
-    const FC1: bool,
-    const BF16: bool,
-    const NT: usize,
-    const MT: usize,
-    const WB: u32,
-    const S: u32,
-    const LD: bool,
-    const RT: bool,
->(
-    p: &FcParams,
-) {
-    let warp = tid() / 32;
-    let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
-    // Rows are a multiple of 64: a whole number of 64-row tasks.
-    let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
-    let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
-    #[cfg(not(moe4_exp = "w6"))]
-    let split = fc_split(plan.tasks, plan.nchunks, WB, gdim());
-    // A power of two up to 8, which the compiler must see: divisions by
-    // `ks` then become shifts (as a plain runtime value, they cost 10-90
-    // registers in the loop).
-    #[cfg(not(moe4_exp = "w6"))]
-    let ks = 1u32 << (split.ks.trailing_zeros() & 3);
-    // The 6-warp kernels (`moe4_exp = "w6"`): any divisor of 6 (the
-    // producer divides by it once, not per task).
-    #[cfg(moe4_exp = "w6")]
-    let split = if WB == 6 {
-        fc_split_div(plan.tasks, plan.nchunks, WB, gdim())
-    } else {
-        fc_split(plan.tasks, plan.nchunks, WB, gdim())
-    };
-    #[cfg(moe4_exp = "w6")]
-    let ks = if WB == 6 { split.ks } else { 1u32 << (split.ks.trailing_zeros() & 3) };
-    let (q, kp) = (warp / ks, warp % ks);
-    // This warp's first task and step in each phase.
-    let (first1, step1) = (bid() * WB + warp, gdim() * WB);
-    let (first2, step2) = (split.split_from + bid() * (WB / ks) + q, gdim() * (WB / ks));
-    if FC1 {
-        griddep_launch_dependents();
-    }
-    if plan.tasks == 0 {
-        return;
-    }
-    // The whole rounds see only their own tasks.
-    let whole = Plan { tasks: split.split_from, ..plan };
-    if FC1 {
-        if split.whole > 0 {
-            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &whole, first1, warp, 0, 1, step1);
-        }
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &plan, first2, q, kp, ks, step2);
-    } else if split.whole > 0 {
-        // FC2 waits for FC1 in its first phase (`PRE`), after copying the
-        // weights of its first chunks.
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true>(p, &whole, first1, warp, 0, 1, step1);
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &plan, first2, q, kp, ks, step2);
-    } else {
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true>(p, &plan, first2, q, kp, ks, step2);
-    }
-}
-
 /// One phase of the kernel: this warp (warp `kp` of group `q` of its block,
 /// groups of `ks`) takes tasks `first, first + tstep, ...` below
 /// `plan.tasks`, in each the chunks `kp, kp + ks, ...`; with `ks > 1` the
@@ -707,19 +640,8 @@ unsafe fn phase<
                 pf.advance::<FC1>(p, &plan);
             }
         });
-        #[cfg(not(moe4_exp = "fused"))]
-        {
-            griddep_wait();
-            griddep_launch_dependents();
-        }
-        // The fused kernel: FC1's h is complete after a grid barrier.
-        #[cfg(moe4_exp = "fused")]
-        if p.barrier != 0 {
-            super::fused::grid_sync(p.barrier);
-        } else {
-            griddep_wait();
-            griddep_launch_dependents();
-        }
+        griddep_wait();
+        griddep_launch_dependents();
         unroll!((S - 1) as usize, |d| {
             if ok[d.min(2)] {
                 copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);

@@ -77,8 +77,6 @@ macro_rules! unroll16 {
 pub mod arch;
 pub mod combine;
 pub mod fc;
-#[cfg(moe4_exp = "fused")]
-mod fused;
 pub mod peak;
 pub mod prefill;
 #[cfg(moe4_arch = "sm_90a")]
