@@ -240,12 +240,11 @@ impl Gpu {
             return self.launch(stream, name, grid, threads, smem, params);
         }
         let attrs = [launch_attribute(AttrId::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)];
-        self.launch_ex(stream, name, grid, threads, smem, params, &attrs)?.result()?;
-        Ok(())
+        self.launch_ex(stream, name, grid, threads, smem, params, &attrs)
     }
 
     /// `cuLaunchKernelEx` of `name` with one by-value parameter and launch
-    /// attributes `attrs`: the driver's own result, for the caller to judge.
+    /// attributes `attrs`.
     ///
     /// # Safety
     /// As [`Gpu::launch`], and what each attribute asks of the kernel.
@@ -259,7 +258,7 @@ impl Gpu {
         smem: u32,
         params: P,
         attrs: &[sys::CUlaunchAttribute],
-    ) -> Result<sys::CUresult> {
+    ) -> Result<()> {
         self.check_smem(name, smem)?;
         let f = self.func(name)?;
         self.ctx.bind_to_thread()?;
@@ -282,7 +281,8 @@ impl Gpu {
         // what every moe4 kernel takes; the function belongs to this
         // context, bound above; `cfg.attrs` holds `numAttrs` attributes;
         // the caller vouches for the addresses.
-        Ok(sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()))
+        sys::cuLaunchKernelEx(&cfg, f.f.cu_function(), args.as_mut_ptr(), std::ptr::null_mut()).result()?;
+        Ok(())
     }
 
     /// Launches a kernel whose parameters are separate scalars/pointers
