@@ -135,7 +135,7 @@ type Acc<const NT: usize, const MT: usize> = [[[f32; 4]; NT]; MT];
 /// half of the k-steps, so `8 * NT` of them are live at a time, not `16 NT`;
 /// each serves all `MT` row tiles (with `MT = 4`, the two layout tasks of
 /// a 64-row task: half the activation reads per weight). Only the first
-/// `used` column tiles are read and multiplied (the task's group holds
+/// `USED` column tiles are read and multiplied (the task's group holds
 /// pairs in those only: the others are all zeros, their outputs never
 /// stored).
 #[inline(always)]
@@ -821,15 +821,8 @@ unsafe fn fc2_sliced<
     while task < plan.tasks {
         let mut epi = load_epi::<false, NT, RT>(p, &plan, task);
         let mut acc = [[[0f32; 4]; NT]; MT];
-        let mut i = 0;
-        while i < n_my {
-            cp_async_wait_dyn(S - 2);
-            pf.refill::<false>(p, &plan, dst + wr * slot_bytes, dst_s + wr * slot_bytes);
-            compute::<BF16, NT, MT, false, NT>(&mut acc, dst + rd * slot_bytes, dst_s + rd * slot_bytes);
-            wr = rd;
-            rd = if rd + 1 == S { 0 } else { rd + 1 };
-            i += 1;
-        }
+        let ring = (dst, dst_s, slot_bytes);
+        chunks::<false, BF16, NT, MT, S, false, RT, NT>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my);
         // This warp's share: y row `pair * n + kp`.
         unroll!(NT, |j| unroll!(2, |u| if epi.pair[j][u] != u32::MAX {
             epi.pair[j][u] = epi.pair[j][u] * n + kp
