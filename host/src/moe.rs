@@ -761,7 +761,10 @@ impl MoeWeights {
         }
         let comb = CombineParams { slices, ..comb };
         let threads = 256u32;
-        let grid = ((m * h / 4) as u32).div_ceil(threads);
+        // One thread per 16 bytes of a y row: 8 outputs with 16-bit y, 4
+        // with f32 (and in the sliced combine).
+        let per = if y16 && slices == 1 { 8 } else { 4 };
+        let grid = ((m * h / per) as u32).div_ceil(threads);
         let combine =
             if slices > 1 { format!("moe_combine_sl_{}", T::NAME) } else { format!("moe_combine_{}", T::NAME) };
         // SAFETY: y holds m*k rows of H (m*k*slices with slices, checked

@@ -1,76 +1,25 @@
 //! `moe_combine_*`: `out[m] = sum over j of y[m * topk + j]`, in j order,
-//! over the pairs whose id is an expert (0..E); one thread per 4 outputs.
+//! over the pairs whose id is an expert (0..E); one thread per 16 bytes of
+//! each y row (8 outputs with 16-bit y, 4 with f32).
 //! y is f32 (decode) or the output's 16-bit format (prefill, `y16`); the
 //! sum is f32 either way.
 //! No atomics: the sum order is fixed, so the output is bit-reproducible.
-//! (The `moe4_exp = "combine2"` build runs `combine_batched` instead: the
-//! same sums with each thread's loads issued 8 pairs at a time.)
 
 use super::arch::*;
 use super::route::expert;
 use crate::params::CombineParams;
 
-#[cfg_attr(moe4_exp = "combine2", allow(dead_code))]
-#[inline(always)]
-unsafe fn combine<const BF16: bool>(p: &CombineParams) {
-    // Programmatic dependent launch: the previous kernel in the stream is
-    // complete (its writes visible) after this; then let the next launch.
-    griddep_wait();
-    griddep_launch_dependents();
-    let h4 = p.h / 4;
-    let i = bid() * bdim() + tid();
-    if i >= p.m * h4 {
-        return;
-    }
-    let (m, c) = (i / h4, 4 * (i % h4));
-    let mut acc = [0f32; 4];
-    let mut j = 0;
-    while j < p.topk {
-        let pair = (m * p.topk + j) as u64;
-        if expert(ldg_u32(p.topk_ids + 4 * pair) as i32, p.n_experts).is_ok() {
-            let at = pair * p.h as u64 + c as u64;
-            let v = if p.y16 != 0 {
-                let q = ldg_u64(p.y + 2 * at);
-                let (lo, hi) = (q as u32, (q >> 32) as u32);
-                [
-                    from_half_bits::<BF16>(lo),
-                    from_half_bits::<BF16>(lo >> 16),
-                    from_half_bits::<BF16>(hi),
-                    from_half_bits::<BF16>(hi >> 16),
-                ]
-            } else {
-                ldg_v4(p.y + 4 * at).map(f32::from_bits)
-            };
-            let mut q = 0;
-            while q < 4 {
-                acc[q] += v[q];
-                q += 1;
-            }
-        }
-        j += 1;
-    }
-    let (lo, hi) = if BF16 {
-        (pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]))
-    } else {
-        (pack_f16x2(acc[0], acc[1]), pack_f16x2(acc[2], acc[3]))
-    };
-    stg_v2(p.out + 2 * (m as u64 * p.h as u64 + c as u64), lo, hi);
-}
-
-/// Pairs per batch of [`combine_batched`]: their loads are issued together.
-#[cfg(moe4_exp = "combine2")]
+/// Pairs per batch of [`combine`]: their loads are issued together.
 const BATCH: usize = 8;
 
-/// [`combine`] with each thread's loads issued `BATCH` pairs at a time
-/// (the `moe4_exp = "combine2"` build): the plain loop waits for each
-/// pair's id, then its y, before the next pair's loads go out, so a thread
-/// spends top-k memory latencies in a row; here the ids of a batch, then
-/// its y pieces, are all in flight together. One 16-byte piece of y per
-/// pair: 8 outputs per thread with 16-bit y, 4 with f32. Same sum, same
-/// order, same result bit for bit.
-#[cfg(moe4_exp = "combine2")]
+/// The combine: each thread's loads go out `BATCH` pairs at a time (the
+/// ids of a batch, then its y pieces, all in flight together) rather than
+/// one pair's id, then its y, before the next pair's, which would spend
+/// top-k memory latencies in a row (run 79: Qwen3 decode M = 1 -7 %).
+/// One 16-byte piece of y per pair per thread, summed in k order.
+/// Threads past `m * h / per` return at once.
 #[inline(always)]
-unsafe fn combine_batched<const BF16: bool>(p: &CombineParams) {
+unsafe fn combine<const BF16: bool>(p: &CombineParams) {
     griddep_wait();
     griddep_launch_dependents();
     let y16 = p.y16 != 0;
@@ -196,10 +145,7 @@ pub unsafe extern "ptx-kernel" fn moe_combine_sl_f16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
-    #[cfg(not(moe4_exp = "combine2"))]
     combine::<true>(&p);
-    #[cfg(moe4_exp = "combine2")]
-    combine_batched::<true>(&p);
 }
 
 /// Combine to f16.
@@ -208,8 +154,5 @@ pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_f16(p: CombineParams) {
-    #[cfg(not(moe4_exp = "combine2"))]
     combine::<false>(&p);
-    #[cfg(moe4_exp = "combine2")]
-    combine_batched::<false>(&p);
 }
