@@ -85,11 +85,13 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     let tables = GroupTables::global(&p, wide_total);
     let mut i = t;
     while i < p.pairs {
+        // The routing weight's load goes out with the id's, not after it.
+        let w = ldg_u32(p.topk_weights + 4 * i as u64);
         if let Ok(e) = expert_of(&p, i) {
             let first = lds(start + 4 * e);
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            tables.write_entry(slot, first, lds(gfirst + 4 * e), e, i, first + lds(cnt + 4 * e));
+            tables.write_entry(slot, first, lds(gfirst + 4 * e), e, i, w, first + lds(cnt + 4 * e));
         }
         i += nt;
     }
@@ -290,11 +292,12 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
     let (b0, end) = block_pairs(&p);
     let mut i = b0 + t;
     while i < end {
+        let w = ldg_u32(p.topk_weights + 4 * i as u64);
         if let Ok(e) = expert_of(&p, i) {
             let (first, gstart, count) = (lds(ex_s + 12 * e), lds(ex_s + 12 * e + 4), lds(ex_s + 12 * e + 8));
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
             stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-            tables.write_entry(slot, first, gstart, e, i, first + count);
+            tables.write_entry(slot, first, gstart, e, i, w, first + count);
         }
         i += nt;
     }
@@ -309,7 +312,6 @@ struct GroupTables<const SHARED: bool> {
     groups: u64,
     rows: u64,
     w: u64,
-    topk_weights: u64,
     group: u32,
     narrow: u32,
     wide_total: u32,
@@ -318,15 +320,7 @@ struct GroupTables<const SHARED: bool> {
 impl GroupTables<false> {
     /// The routing kernels' tables, with `wide_total` wide groups in all.
     fn global(p: &RouteParams, wide_total: u32) -> Self {
-        GroupTables {
-            groups: p.groups,
-            rows: p.group_rows,
-            w: p.group_w,
-            topk_weights: p.topk_weights,
-            group: p.group,
-            narrow: p.narrow,
-            wide_total,
-        }
+        GroupTables { groups: p.groups, rows: p.group_rows, w: p.group_w, group: p.group, narrow: p.narrow, wide_total }
     }
 }
 
@@ -342,16 +336,19 @@ impl<const SHARED: bool> GroupTables<SHARED> {
 
     /// Writes slot `i`'s entry (the slots of expert `e` are `first..end`,
     /// its first wide and narrow groups [`groups::pack`]ed in `gstart`): its
-    /// pair and routing weight, and (for a group's first slot) the group
+    /// pair and routing weight (`w`, the bits of `topk_weights[pair]`, which
+    /// the caller loads together with the pair's id so that the two loads'
+    /// latencies overlap), and (for a group's first slot) the group
     /// record and the empty columns past its last pair (pair `u32::MAX`,
     /// weight 0; the FC kernels skip them).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn write_entry(&self, i: u32, first: u32, gstart: u32, e: u32, pair: u32, end: u32) {
+    unsafe fn write_entry(&self, i: u32, first: u32, gstart: u32, e: u32, pair: u32, w: u32, end: u32) {
         let (wide0, narrow0) = groups::unpack(gstart, self.narrow);
         let g = groups::place(i - first, end - first, self.group, self.narrow, wide0, narrow0, self.wide_total);
         let at = (g.table + g.col) as u64;
         Self::put(self.rows + 4 * at, pair);
-        Self::put(self.w + 4 * at, ldg_u32(self.topk_weights + 4 * pair as u64));
+        Self::put(self.w + 4 * at, w);
         if g.col == 0 {
             let rec = self.groups + 16 * g.group as u64;
             let n = if end - i < g.width { end - i } else { g.width };
@@ -379,8 +376,10 @@ impl<const SHARED: bool> GroupTables<SHARED> {
 /// (thread `i`) counts, over all pairs, those of a lower expert, those of
 /// its expert before it (its rank) and all of its expert; then, over the
 /// pairs of lower experts, those that open a group (rank a multiple of
-/// the group size). Slots are by (expert, pair index): the same on every
-/// run. With `count_invalid`, out-of-range ids (not -1) are added to
+/// the group size); each scan reads four ids (or flags) per shared load.
+/// Every pair's routing weight is loaded with its id, so the routing
+/// waits on one global latency, not two. Slots are by (expert, pair
+/// index): the same on every run. With `count_invalid`, out-of-range ids (not -1) are added to
 /// `invalid_count`. Contains barriers (the divergence-safe form: LLVM
 /// duplicates them into the `t < n` branches): every thread of the block
 /// calls it.
@@ -390,9 +389,15 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     const G: u32 = FC_ROUTE_GROUP;
     let (t, n, base) = (tid(), p.route_pairs, smem());
     let (ids, flags) = (base + FC_RT_IDS, base + FC_RT_FLAGS);
-    // The expert of pair t, NONE for -1 or an id out of range.
+    // The scans below read four entries per shared load: the entries from
+    // `n` up to a multiple of 4 are padding (no expert, no flags).
+    let n4 = n.next_multiple_of(4);
+    // The expert of pair t, NONE for -1 or an id out of range; its routing
+    // weight loaded together with the id (both latencies at once).
     let mut e = NONE;
+    let mut w = 0;
     if t < n {
+        w = ldg_u32(p.topk_weights + 4 * t as u64);
         match expert(ldg_u32(p.topk_ids + 4 * t as u64) as i32, p.n_experts) {
             Ok(x) => e = x,
             Err(invalid) => {
@@ -401,6 +406,8 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
                 }
             }
         }
+    }
+    if t < n4 {
         sts(ids + 4 * t, e);
     }
     sync_divergent();
@@ -408,15 +415,18 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     let mine = t < n && e != NONE;
     if mine {
         let mut j = 0;
-        while j < n {
-            let ej = lds(ids + 4 * j);
-            below += (ej < e) as u32;
-            count += (ej == e) as u32;
-            rank += (ej == e && j < t) as u32;
-            j += 1;
+        while j < n4 {
+            let q = lds_v4(ids + 4 * j);
+            unroll!(4, |u| {
+                let ej = q[u];
+                below += (ej < e) as u32;
+                count += (ej == e) as u32;
+                rank += (ej == e && j + (u as u32) < t) as u32;
+            });
+            j += 4;
         }
     }
-    if t < n {
+    if t < n4 {
         // Bit 0: opens a column group; bit 1: opens its expert.
         let f = if mine { (rank % G == 0) as u32 | ((rank == 0) as u32) << 1 } else { 0 };
         sts(flags + 4 * t, f);
@@ -425,30 +435,32 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     if mine {
         let mut gbelow = 0u32;
         let mut j = 0;
-        while j < n {
-            gbelow += (lds(ids + 4 * j) < e) as u32 & lds(flags + 4 * j);
-            j += 1;
+        while j < n4 {
+            let (q, f) = (lds_v4(ids + 4 * j), lds_v4(flags + 4 * j));
+            unroll!(4, |u| gbelow += (q[u] < e) as u32 & f[u]);
+            j += 4;
         }
         // Expert e's slots start at `below`, its groups at `gbelow`.
         let tables = GroupTables::<true> {
             groups: (base + FC_RT_GROUPS) as u64,
             rows: (base + FC_RT_ROWS) as u64,
             w: (base + FC_RT_WEIGHTS) as u64,
-            topk_weights: p.topk_weights,
             group: G,
             narrow: 0,
             wide_total: 0,
         };
-        tables.write_entry(below + rank, below, gbelow, e, t, below + count);
+        tables.write_entry(below + rank, below, gbelow, e, t, w, below + count);
     }
     if t == 0 {
         let (mut active, mut groups) = (0u32, 0u32);
         let mut j = 0;
-        while j < n {
-            let f = lds(flags + 4 * j);
-            groups += f & 1;
-            active += f >> 1;
-            j += 1;
+        while j < n4 {
+            let f = lds_v4(flags + 4 * j);
+            unroll!(4, |u| {
+                groups += f[u] & 1;
+                active += f[u] >> 1;
+            });
+            j += 4;
         }
         sts(base + FC_RT_COUNTS, active);
         sts(base + FC_RT_COUNTS + 4, groups);
