@@ -601,13 +601,15 @@ pub fn warp_inclusive_sum(v: u32, lane: u32) -> u32 {
 
 /// Three exclusive prefix sums over the block at once (`bdim() <= 1024`),
 /// with their totals: one exchange through shared memory (96 words at
-/// `scratch`), one barrier. The scratch must not be reused before the next
-/// barrier.
+/// `scratch`), one barrier. Only the first `warps` warps may hold nonzero
+/// values (the others pass zeros): each thread then reads `warps` partial
+/// sums, not one per warp of the block. The scratch must not be reused
+/// before the next barrier.
 #[inline(always)]
-pub unsafe fn block_exclusive_sum3(v: [u32; 3], scratch: u32) -> ([u32; 3], [u32; 3]) {
+pub unsafe fn block_exclusive_sum3(v: [u32; 3], scratch: u32, warps: u32) -> ([u32; 3], [u32; 3]) {
     let t = tid();
     let (lane, warp) = (t & 31, t >> 5);
-    let nwarps = bdim().div_ceil(32);
+    let nwarps = bdim().div_ceil(32).min(warps);
     let incl = [warp_inclusive_sum(v[0], lane), warp_inclusive_sum(v[1], lane), warp_inclusive_sum(v[2], lane)];
     if lane == 31 {
         sts(scratch + 12 * warp, incl[0]);

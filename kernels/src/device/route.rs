@@ -65,6 +65,9 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         sts(cursor + 4 * e, 0);
         e += nt;
     }
+    // The routing weight of this thread's first pair (`i = t`), loaded now
+    // so that its latency passes during steps 1 and 2, not in step 3.
+    let w_first = if t < p.pairs { ldg_u32(p.topk_weights + 4 * t as u64) } else { 0 };
     sync();
 
     // 1. Counts.
@@ -85,8 +88,9 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     let tables = GroupTables::global(&p, wide_total);
     let mut i = t;
     while i < p.pairs {
-        // The routing weight's load goes out with the id's, not after it.
-        let w = ldg_u32(p.topk_weights + 4 * i as u64);
+        // The routing weight: loaded before step 1 for the first pair, with
+        // the id for the others.
+        let w = if i == t { w_first } else { ldg_u32(p.topk_weights + 4 * i as u64) };
         if let Ok(e) = expert_of(&p, i) {
             let first = lds(start + 4 * e);
             let slot = first + atomic_add_shared(cursor + 4 * e, 1);
@@ -107,8 +111,11 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
 unsafe fn scan_experts(p: &RouteParams, count: u32, scratch: u32) -> (u32, u32, u32) {
     let e = tid();
     let (wide, narrow) = groups::split(count, p.group, p.narrow);
-    let ([first, pos, gstart], [_, total, gtotal]) =
-        block_exclusive_sum3([count, (count > 0) as u32, groups::pack(wide, narrow)], scratch);
+    let ([first, pos, gstart], [_, total, gtotal]) = block_exclusive_sum3(
+        [count, (count > 0) as u32, groups::pack(wide, narrow)],
+        scratch,
+        p.n_experts.div_ceil(32),
+    );
     let (wide_total, narrow_total) = groups::unpack(gtotal, p.narrow);
     if count > 0 {
         let rec = p.active + 16 * pos as u64;
