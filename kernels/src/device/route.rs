@@ -386,8 +386,8 @@ impl<const SHARED: bool> GroupTables<SHARED> {
 /// the group size); each scan reads four ids (or flags) per shared load.
 /// Every pair's routing weight is loaded with its id, so the routing
 /// waits on one global latency, not two. Slots are by (expert, pair
-/// index): the same on every run. With `count_invalid`, out-of-range ids (not -1) are added to
-/// `invalid_count`. Contains barriers (the divergence-safe form: LLVM
+/// index): the same on every run. With `count_invalid`, out-of-range ids
+/// (not -1) are added to `invalid_count`. Contains barriers (the divergence-safe form: LLVM
 /// duplicates them into the `t < n` branches): every thread of the block
 /// calls it.
 #[inline(always)]
