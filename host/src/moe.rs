@@ -36,9 +36,10 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes, pfw_smem_bytes, route_hist_words,
-    route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX,
-    FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    combine_outputs_per_thread, fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes,
+    pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX,
+    FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
+    ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -761,10 +762,10 @@ impl MoeWeights {
         }
         let comb = CombineParams { slices, ..comb };
         let threads = 256u32;
-        // One thread per 16 bytes of a y row: 8 outputs with 16-bit y, 4
-        // with f32 (and in the sliced combine).
-        let per = if y16 && slices == 1 { 8 } else { 4 };
-        let grid = ((m * h / per) as u32).div_ceil(threads);
+        // One thread per 16 bytes of a y row (the sliced combine: per 4
+        // f32 outputs).
+        let per = if slices > 1 { 4 } else { combine_outputs_per_thread(y16) };
+        let grid = ((m * h / per as usize) as u32).div_ceil(threads);
         let combine =
             if slices > 1 { format!("moe_combine_sl_{}", T::NAME) } else { format!("moe_combine_{}", T::NAME) };
         // SAFETY: y holds m*k rows of H (m*k*slices with slices, checked

@@ -21,6 +21,16 @@ pub const fn route_split(pairs: u32) -> (u32, u32) {
 pub const fn route_hist_words(experts: u32) -> u32 {
     (ROUTE_MAX_BLOCKS + 3) * experts
 }
+/// Outputs per thread of `moe_combine_*`: one 16-byte piece of a y row, 8
+/// values with 16-bit y (`y16`), 4 with f32. The host sizes its grid by it.
+pub const fn combine_outputs_per_thread(y16: bool) -> u32 {
+    if y16 {
+        8
+    } else {
+        4
+    }
+}
+
 /// Warps per block of the decode FC kernels by default: the warps split a
 /// task's K up to this many ways.
 pub const FC_WARPS: u32 = 4;

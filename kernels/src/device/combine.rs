@@ -7,6 +7,7 @@
 
 use super::arch::*;
 use super::route::expert;
+use crate::launch::combine_outputs_per_thread;
 use crate::params::CombineParams;
 
 /// Pairs per batch of [`combine`]: their loads are issued together.
@@ -23,7 +24,7 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams) {
     griddep_wait();
     griddep_launch_dependents();
     let y16 = p.y16 != 0;
-    let per = if y16 { 8 } else { 4 };
+    let per = combine_outputs_per_thread(y16);
     let hq = p.h / per;
     let i = bid() * bdim() + tid();
     if i >= p.m * hq {
