@@ -298,6 +298,16 @@ fn sanitizer_case() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
+    // FC2 waiting per column group, where the build has the `_dp` kernels
+    // (moe4_exp = "deps"): the whole grid and one block.
+    if gpu.has_kernel("moe_fc2_bf16_nt1_dp") {
+        let d = moe4::Tuning::defaults(&gpu);
+        for fc_blocks in [None, Some(1)] {
+            *ws.tuning_mut() = moe4::Tuning { deps: Some(true), fc_route_pairs: Some(0), fc_blocks, ..d };
+            c.name = format!("sanitizer, FC2 per-group waits, grid {fc_blocks:?}");
+            check::<bf16>(&w, &mut ws, &s, &c);
+        }
+    }
     // FC1 on 6-warp blocks, where the build has them (moe4_exp = "w6"):
     // after the routing kernel (the whole grid; one block: whole rounds,
     // then 3-way splits) and routed in the FC kernels.
@@ -385,6 +395,7 @@ fn tuning_variants_against_the_reference() {
     let d = moe4::Tuning::defaults(&gpu);
     let variants = [
         ("no PDL", moe4::Tuning { pdl: false, ..d }),
+        ("FC2 waits for all of FC1", moe4::Tuning { deps: Some(false), ..d }),
         ("4 warps", moe4::Tuning { wide: Some(false), ..d }),
         ("8 warps", moe4::Tuning { wide: Some(true), ..d }),
         ("NT=1", moe4::Tuning { nt: Some(1), ..d }),
@@ -410,6 +421,64 @@ fn tuning_variants_against_the_reference() {
             let c = case(&mut rng, &layer, &format!("variant {label}"), m, topk);
             check::<bf16>(&w, &mut ws, &s, &c);
         }
+    }
+}
+
+/// FC2 reading each column group's h once FC1 has finished that group
+/// (the `_dp` kernels of builds with `moe4_exp = "deps"`, forced on;
+/// skipped with a message on builds without them) gives the same output,
+/// bit for bit, as FC2 waiting for the whole of FC1, on small grids (many
+/// rounds, FC2's blocks resident while FC1's last ones run) and large, 4-
+/// and 8-warp kernels, NT = 1 and 2, with and without PDL; and calls cut
+/// short after FC1 or FC2 (the benchmark's stage timings) leave the
+/// counters zero for the next call.
+#[test]
+fn fc2_per_group_waits_equal_the_whole_wait() {
+    let Some(gpu) = gpu("fc2_per_group_waits_equal_the_whole_wait") else { return };
+    if !gpu.has_kernel("moe_fc2_bf16_nt1_dp") {
+        report("fc2_per_group_waits_equal_the_whole_wait: SKIPPED, this PTX build has no `_dp` FC kernels");
+        return;
+    }
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(9090);
+    let (e, h, i, topk) = (16, 512, 256, 4);
+    let layer = random_layer(&mut rng, e, h, i);
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, 64, topk).unwrap();
+    // The routing kernel (the `_dp` kernels have no `_rt` instances).
+    let d = moe4::Tuning { fc_route_pairs: Some(0), ..moe4::Tuning::defaults(&gpu) };
+    let tunings = [
+        ("default", d),
+        ("1 block", moe4::Tuning { fc_blocks: Some(1), ..d }),
+        ("3 blocks 8 warps", moe4::Tuning { fc_blocks: Some(3), wide: Some(true), ..d }),
+        ("4 warps", moe4::Tuning { wide: Some(false), ..d }),
+        ("NT=2", moe4::Tuning { nt: Some(2), ..d }),
+        ("no PDL", moe4::Tuning { pdl: false, ..d }),
+    ];
+    for (label, t) in tunings {
+        for m in [1, 7, 33, 64] {
+            let c = case(&mut rng, &layer, &format!("per-group waits, {label}"), m, topk);
+            *ws.tuning_mut() = moe4::Tuning { deps: Some(false), ..t };
+            let whole = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+            *ws.tuning_mut() = moe4::Tuning { deps: Some(true), ..t };
+            check::<bf16>(&w, &mut ws, &s, &c);
+            let per_group = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+            let diff = whole.iter().zip(&per_group).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(diff, 0, "{}: {diff} outputs differ between the whole wait and per-group waits", c.name);
+        }
+    }
+    // Calls that stop after FC1 and after FC2, then whole ones.
+    for m in [5, 40] {
+        let c = case(&mut rng, &layer, "after calls cut short", m, topk);
+        let x = s.clone_htod(&c.x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
+        let (ids, tw) = (s.clone_htod(&c.ids).unwrap(), s.clone_htod(&c.tw).unwrap());
+        let mut out = s.alloc_zeros::<bf16>(m * h).unwrap();
+        for launches in [2, 3] {
+            *ws.tuning_mut() = moe4::Tuning { launches, deps: Some(true), ..d };
+            w.forward(&mut ws, &s, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut()).unwrap();
+        }
+        *ws.tuning_mut() = moe4::Tuning { deps: Some(true), ..d };
+        check::<bf16>(&w, &mut ws, &s, &c);
     }
 }
 

@@ -349,7 +349,8 @@ pub fn read_floor_us(
 /// routing kernel instead of the FC kernels' own routing (whole layer, and
 /// route + FC1), the FC kernels' routing wherever it can run (up to
 /// `FC_ROUTE_MAX_PAIRS` pairs, whatever the layer's size), and the
-/// experimental builds' sliced FC2 and 6-warp FC1 turned off and forced.
+/// experimental builds' sliced FC2, 6-warp FC1 and FC2 per-group waits
+/// turned off and forced.
 pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
     vec![
         ("default", None),
@@ -376,6 +377,8 @@ pub fn tune_variants(d: Tuning) -> Vec<(&'static str, Option<Tuning>)> {
         ("no FC2 slices", Some(Tuning { fc2_slices: Some(1), ..d })),
         ("no 6-warp FC1", Some(Tuning { w6: Some(false), ..d })),
         ("6-warp FC1", Some(Tuning { w6: Some(true), ..d })),
+        ("no FC deps", Some(Tuning { deps: Some(false), ..d })),
+        ("FC deps", Some(Tuning { deps: Some(true), ..d })),
     ]
 }
 

@@ -37,11 +37,11 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     combine_outputs_per_thread, fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes,
-    pfw_smem_bytes, route_hist_words, route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX,
-    FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS,
-    ROUTE_THREADS,
+    pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS,
+    FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
+    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
-use moe4_kernels::params::{ActKind, CombineParams, FcParams, PermuteParams, RouteParams};
+use moe4_kernels::params::{ActKind, CombineDpParams, CombineParams, FcDpParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
 
 /// Most (token, k) pairs one forward call may route.
@@ -147,6 +147,9 @@ pub struct Workspace {
     group_rows: CudaSlice<u32>,
     group_w: CudaSlice<f32>,
     route_hist: CudaSlice<u32>,
+    /// The `_dp` decode FC kernels' readiness counters
+    /// ([`moe4_kernels::params::FcDpParams::ready`]): zero between calls.
+    ready: CudaSlice<u32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -228,6 +231,15 @@ pub struct Tuning {
     /// tile; never where the build lacks the kernels); `Some(true)`: always
     /// there (an error elsewhere); `Some(false)`: never.
     pub w6: Option<bool>,
+    /// The decode FC2 reads each column group's h as soon as FC1 has
+    /// finished that group (per-group readiness counters: the `_dp` kernel
+    /// instances of builds with `moe4_exp = "deps"`) instead of waiting for
+    /// all of FC1. `None`: where the build has those kernels and FC1 has
+    /// more tasks than the grid has warps (its last round leaves a tail for
+    /// FC2 to overlap; in one round the counters' atomics and loads only add
+    /// latency: runs 84-86); `Some(true)`: always (an error where the build
+    /// lacks the kernels); `Some(false)`: never.
+    pub deps: Option<bool>,
 }
 
 impl Tuning {
@@ -249,6 +261,7 @@ impl Tuning {
             y16: true,
             fc2_slices: None,
             w6: None,
+            deps: None,
         }
     }
 }
@@ -289,6 +302,8 @@ impl Workspace {
             group_rows: stream.alloc_zeros(group_slots)?,
             group_w: stream.alloc_zeros(group_slots)?,
             route_hist: stream.alloc_zeros(route_hist_words(weights.experts as u32) as usize)?,
+            // Counter 0, then one per column group (at most one per pair).
+            ready: stream.alloc_zeros(ready_bytes(pairs as u32) as usize / 4)?,
         })
     }
 
@@ -477,6 +492,7 @@ impl MoeWeights {
         let (route_hist, _rh) = ws.route_hist.device_ptr_mut(stream);
         let (hbuf, _h) = ws.h.device_ptr_mut(stream);
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
+        let (ready, _r) = ws.ready.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
         let nt = tune.nt.unwrap_or_else(|| column_tiles(m * k, e));
         if let Some(r) = tune.task_rows.filter(|r| *r != 32 && *r != 64) {
@@ -738,7 +754,43 @@ impl MoeWeights {
                 None => (n2, smem2, threads2, grid2, 1),
             }
         };
+        // FC2 waits per column group (the decode kernels; not the sliced
+        // FC2 or the loads-only variants) where FC1 has more tasks (an
+        // estimate, as the kernel choice's) than warps, and the combine
+        // zeroes the counters; the calls the benchmark cuts short zero them
+        // below.
         let fc2 = FcParams { slices, ..fc2 };
+        let (n1_dp, n2_dp) = (format!("{n1}_dp"), format!("{n2}_dp"));
+        let combine_dp = format!("moe_combine_dp_{}", T::NAME);
+        let dp_ok = !prefill
+            && !tune.load_only
+            && slices == 1
+            && gpu.has_kernel(&n1_dp)
+            && gpu.has_kernel(&n2_dp)
+            && gpu.has_kernel(&combine_dp);
+        if tune.deps == Some(true) && !dp_ok {
+            return Err(unsupported(
+                "FC2 waiting per column group",
+                "forced",
+                "needs a decode call on kernels with `_dp` instances (not `_rt`, sliced or loads-only) and a build with them (moe4_exp = \"deps\")",
+            ));
+        }
+        let fc1_tasks = groups_est * (2 * inter as u32 / if n1.contains("_r64") { 64 } else { 32 });
+        let dp = dp_ok && tune.deps.unwrap_or(fc1_tasks > grid1 * (threads1 / 32));
+        let ready = if dp { ready } else { 0 };
+        // Their grids from their own occupancy (their registers may differ).
+        let (grid1, grid2) =
+            if dp { (fc_grid(&n1_dp, threads1, smem1)?, fc_grid(&n2_dp, threads2, smem2)?) } else { (grid1, grid2) };
+        let zero_ready = || -> Result<()> {
+            if ready != 0 {
+                // SAFETY: `ready` is the workspace's counter buffer,
+                // `ready_bytes(max_tokens * topk) >= ready_bytes(m * k)`
+                // bytes, used on this stream.
+                let bytes = ready_bytes((m * k) as u32) as usize;
+                unsafe { cudarc::driver::result::memset_d8_async(ready, 0, bytes, stream.cu_stream())? };
+            }
+            Ok(())
+        };
         if wg_cols.is_some() {
             let perm = PermuteParams { src: x_ptr, dst: ybuf, rows: m as u32, k: h as u32 };
             let grid = ((m * h / 8) as u32).div_ceil(256).min(8 * gpu.sm_count());
@@ -749,16 +801,28 @@ impl MoeWeights {
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
         // rows; x/out/ids/weights lengths were checked; the `_rt` kernels
         // get `pairs <= FC_ROUTE_MAX_PAIRS` (at most their 128 or 256
-        // threads) and FC_ROUTE_BYTES more shared memory.
+        // threads) and FC_ROUTE_BYTES more shared memory; `ready` (the `_dp`
+        // kernels) is the workspace's counter buffer, `ready_bytes(max_tokens
+        // * topk)` bytes, zero at the start of the call.
         unsafe {
-            gpu.launch_dependent(stream, &n1, grid1, threads1, smem1, fc1, tune.pdl)?;
-            if tune.launches <= 2 {
-                return Ok(());
+            if dp {
+                // (The `_dp` instances take the same threads and shared
+                // memory as the kernels without `_dp`.)
+                gpu.launch_dependent(stream, &n1_dp, grid1, threads1, smem1, FcDpParams { fc: fc1, ready }, tune.pdl)?;
+            } else {
+                gpu.launch_dependent(stream, &n1, grid1, threads1, smem1, fc1, tune.pdl)?;
             }
-            gpu.launch_dependent(stream, &n2, grid2, threads2, smem2, fc2, tune.pdl)?;
+            if tune.launches <= 2 {
+                return zero_ready();
+            }
+            if dp {
+                gpu.launch_dependent(stream, &n2_dp, grid2, threads2, smem2, FcDpParams { fc: fc2, ready }, tune.pdl)?;
+            } else {
+                gpu.launch_dependent(stream, &n2, grid2, threads2, smem2, fc2, tune.pdl)?;
+            }
         }
         if tune.launches <= 3 {
-            return Ok(());
+            return zero_ready();
         }
         let comb = CombineParams { slices, ..comb };
         let threads = 256u32;
@@ -769,8 +833,25 @@ impl MoeWeights {
         let combine =
             if slices > 1 { format!("moe_combine_sl_{}", T::NAME) } else { format!("moe_combine_{}", T::NAME) };
         // SAFETY: y holds m*k rows of H (m*k*slices with slices, checked
-        // above against its capacity); out holds m*H.
-        unsafe { gpu.launch_dependent(stream, &combine, grid, threads, 0, comb, tune.pdl)? };
+        // above against its capacity); out holds m*H; `ready` (the `_dp`
+        // path) is the workspace's counter buffer, `ready_bytes(max_tokens
+        // * topk)` bytes, of which the combine zeroes the first m*k + 1
+        // counters.
+        unsafe {
+            if dp {
+                gpu.launch_dependent(
+                    stream,
+                    &combine_dp,
+                    grid,
+                    threads,
+                    0,
+                    CombineDpParams { c: comb, ready },
+                    tune.pdl,
+                )?;
+            } else {
+                gpu.launch_dependent(stream, &combine, grid, threads, 0, comb, tune.pdl)?;
+            }
+        }
         Ok(())
     }
 }

@@ -285,6 +285,19 @@ pub const fn fc_red_bytes(nt: u32, warps: u32, mt: u32) -> u32 {
 }
 
 /// Most (M x top-k) pairs a decode FC kernel routes itself in its own
+/// Words between two of the decode FC kernels' readiness counters
+/// ([`crate::params::FcDpParams::ready`]): one counter per 128-byte line, so
+/// the warps that poll different groups' counters load different lines
+/// (spread over L2), not one.
+pub const READY_STRIDE: u32 = 32;
+
+/// Bytes of the readiness counters of a workspace for `pairs` (token,
+/// expert) pairs: word 0 and one per column group (at most one per pair),
+/// [`READY_STRIDE`] words apart.
+pub const fn ready_bytes(pairs: u32) -> u64 {
+    4 * READY_STRIDE as u64 * (1 + pairs as u64)
+}
+
 /// shared memory (the `_rt` kernels, [`crate::params::FcParams::route_pairs`]):
 /// beyond that its two passes over the pairs (each thread compares its
 /// pair with every other) would cost more than the routing launch they

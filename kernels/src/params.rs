@@ -175,6 +175,38 @@ pub struct CombineParams {
     pub slices: u32,
 }
 
+/// The `_dp` decode FC kernels (`moe4_exp = "deps"` builds): an FC kernel's
+/// parameters and the readiness counters. `ready`: `u32` words
+/// [`crate::launch::READY_STRIDE`] apart, zero at the start of a call;
+/// counter 0 counts FC1's finished column groups, counter `1 + g` the h rows
+/// FC1 has written of group `g`. FC1 adds the rows of each finished task to
+/// its group's counter (after its h stores, with release semantics), and
+/// the task that completes a group adds 1 to counter 0; FC2 reads a group's
+/// h once its counter has reached FC1's rows (`2 k`), or once counter 0
+/// holds every group, instead of waiting for all of FC1 (`griddep_wait`):
+/// it works on the groups FC1 has finished while FC1's last tasks run.
+/// `moe_combine_dp_*` sets the counters back to zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FcDpParams {
+    /// The kernel's parameters, as the instance without `_dp` takes them.
+    pub fc: FcParams,
+    /// The readiness counters.
+    pub ready: u64,
+}
+
+/// `moe_combine_dp_*`: the combine's parameters and the readiness counters
+/// ([`FcDpParams::ready`]), the first `m x topk + 1` of which it sets to
+/// zero (FC2, which reads them, is complete).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CombineDpParams {
+    /// The combine's parameters.
+    pub c: CombineParams,
+    /// The readiness counters.
+    pub ready: u64,
+}
+
 /// `moe_permute_x`: `dst [rows, k]` = `src` with each 64-element chunk of a
 /// row in the `wgmma` k order ([`crate::tile::wgmma_permuted`]).
 #[repr(C)]

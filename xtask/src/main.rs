@@ -252,16 +252,21 @@ fn exp_ptx(name: &str, cfgs: &str) -> Result {
 }
 
 /// Launch bounds rustc cannot express (CUDA's `__launch_bounds__`): kernels
-/// whose name starts with the prefix get `.maxntid threads` and
-/// `.minnctapersm blocks`, so ptxas keeps them within the registers that
-/// many blocks per SM allow. The host launches them with these threads.
-/// Not applied to sm_120a, whose code for the same kernels needs more
-/// registers (it would spill).
+/// whose name starts with the prefix (or, for a pattern ending in `$`, is
+/// the name before it) get `.maxntid threads` and `.minnctapersm blocks`,
+/// so ptxas keeps them within the registers that many blocks per SM allow.
+/// The host launches them with these threads. Not applied to sm_120a,
+/// whose code for the same kernels needs more registers (it would spill).
 const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("moe_fc1_bf16_nt1_w8", 256, 3),
     ("moe_fc1_f16_nt1_w8", 256, 3),
     ("moe_fc2_bf16_nt1_w8", 256, 3),
     ("moe_fc2_f16_nt1_w8", 256, 3),
+    // The `moe4_exp = "deps"` build's 4-warp NT = 2 FC2 kernels: 4 blocks
+    // per SM, as the kernels without `_dp` (128 registers; the readiness
+    // counters' waits took them to 129-130 on their own).
+    ("moe_fc2_bf16_nt2_dp$", 128, 4),
+    ("moe_fc2_f16_nt2_dp$", 128, 4),
     // The 6-warp kernels of the `moe4_exp = "w6"` build (4 blocks per SM).
     ("moe_fc1_bf16_nt1_w6", 192, 4),
     ("moe_fc1_f16_nt1_w6", 192, 4),
@@ -274,7 +279,8 @@ fn add_launch_bounds(ptx: &str) -> String {
     let mut pending: Option<(u32, u32)> = None;
     for line in ptx.split_inclusive('\n') {
         if let Some(name) = line.strip_prefix(".visible .entry ").and_then(|r| r.split('(').next()) {
-            pending = LAUNCH_BOUNDS.iter().find(|(p, _, _)| name.starts_with(p)).map(|&(_, t, b)| (t, b));
+            let hit = |p: &str| p.strip_suffix('$').map_or_else(|| name.starts_with(p), |exact| name == exact);
+            pending = LAUNCH_BOUNDS.iter().find(|(p, _, _)| hit(p)).map(|&(_, t, b)| (t, b));
         }
         out.push_str(line);
         if let Some((t, b)) = pending {
@@ -376,6 +382,14 @@ mod tests {
         let ptx = ".visible .entry moe_fc2_bf16_nt1_w8(\n\t.param .align 8 .b8 p[136]\n)  // @x\n{\n}\n.visible .entry other(\n)\n{\n}\n";
         let out = super::add_launch_bounds(ptx);
         assert!(out.contains(")  // @x\n.maxntid 256, 1, 1\n.minnctapersm 3\n{"), "{out}");
+        assert_eq!(out.matches(".maxntid").count(), 1);
+    }
+
+    #[test]
+    fn an_exact_launch_bound_skips_longer_names() {
+        let ptx = ".visible .entry moe_fc2_f16_nt2_dp(\n)\n{\n}\n.visible .entry moe_fc2_f16_nt2_dp_x(\n)\n{\n}\n";
+        let out = super::add_launch_bounds(ptx);
+        assert!(out.contains("moe_fc2_f16_nt2_dp(\n)\n.maxntid 128, 1, 1\n.minnctapersm 4\n{"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1);
     }
 

@@ -279,6 +279,52 @@ pub unsafe fn atomic_add_shared(a: u32, v: u32) -> u32 {
 pub unsafe fn cp_async16(dst: u32, src: u64) {
     asm!("cp.async.cg.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
 }
+/// Adds `v` to the word at `p` with release semantics at GPU scope
+/// (`red.release.gpu`): this thread's earlier writes, and those of the
+/// threads it has synchronized with (e.g. its warp's, through
+/// `bar.warp.sync`), are visible to a thread whose acquire load reads the
+/// sum.
+#[inline(always)]
+pub unsafe fn red_release_add_u32(p: u64, v: u32) {
+    asm!("red.release.gpu.global.add.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
+}
+/// Adds `v` to the word at `p` with acquire-release semantics at GPU
+/// scope; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_add_acq_rel_u32(p: u64, v: u32) -> u32 {
+    let old: u32;
+    asm!("atom.acq_rel.gpu.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v, options(nostack));
+    old
+}
+/// Loads the word at `p` with acquire semantics at GPU scope: writes
+/// released before the value read are visible to this thread's later reads.
+#[inline(always)]
+pub unsafe fn ld_acquire_u32(p: u64) -> u32 {
+    let v: u32;
+    asm!("ld.acquire.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
+    v
+}
+/// Loads the word at `p` with relaxed semantics at GPU scope (from L2, the
+/// point of coherence; no ordering of later reads).
+#[inline(always)]
+pub unsafe fn ld_relaxed_u32(p: u64) -> u32 {
+    let v: u32;
+    asm!("ld.relaxed.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
+    v
+}
+/// Suspends the thread for about `ns` nanoseconds (`nanosleep`): a spin
+/// loop's pause.
+#[inline(always)]
+pub fn nanosleep(ns: u32) {
+    // SAFETY: no memory operands.
+    unsafe { asm!("nanosleep.u32 {n};", n = in(reg32) ns, options(nostack)) };
+}
+/// `bar.warp.sync` over the whole warp (every lane must call it).
+#[inline(always)]
+pub fn syncwarp() {
+    // SAFETY: every lane of the warp reaches it (callers' contract).
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
 /// `cp.async` of 16 bytes that writes zeros when `valid` is false.
 #[inline(always)]
 pub unsafe fn cp_async16_zfill(dst: u32, src: u64, valid: bool) {

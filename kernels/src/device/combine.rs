@@ -7,7 +7,7 @@
 
 use super::arch::*;
 use super::route::expert;
-use crate::launch::combine_outputs_per_thread;
+use crate::launch::{combine_outputs_per_thread, READY_STRIDE};
 use crate::params::CombineParams;
 
 /// Pairs per batch of [`combine`]: their loads are issued together.
@@ -20,13 +20,22 @@ const BATCH: usize = 8;
 /// One 16-byte piece of y per pair per thread, summed in k order.
 /// Threads past `m * h / per` return at once.
 #[inline(always)]
-unsafe fn combine<const BF16: bool>(p: &CombineParams) {
+unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
     griddep_wait();
     griddep_launch_dependents();
     let y16 = p.y16 != 0;
     let per = combine_outputs_per_thread(y16);
     let hq = p.h / per;
     let i = bid() * bdim() + tid();
+    if ready != 0 {
+        // FC2 is complete: no thread reads the counters any more; the next
+        // call's FC1 adds to them only after this kernel (its wait).
+        let mut g = i;
+        while g <= p.m * p.topk {
+            stg_u32(ready + 4 * (g * READY_STRIDE) as u64, 0);
+            g += gdim() * bdim();
+        }
+    }
     if i >= p.m * hq {
         return;
     }
@@ -146,7 +155,7 @@ pub unsafe extern "ptx-kernel" fn moe_combine_sl_f16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
-    combine::<true>(&p);
+    combine::<true>(&p, 0);
 }
 
 /// Combine to f16.
@@ -155,5 +164,28 @@ pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_f16(p: CombineParams) {
-    combine::<false>(&p);
+    combine::<false>(&p, 0);
+}
+
+/// Combine to bf16, then the readiness counters of the `_dp` FC kernels
+/// set back to zero (`moe4_exp = "deps"` builds).
+///
+/// # Safety
+/// `p.c` as [`CombineParams`] documents; `p.ready` as
+/// [`crate::params::CombineDpParams`] documents.
+#[cfg(moe4_exp = "deps")]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_combine_dp_bf16(p: crate::params::CombineDpParams) {
+    combine::<true>(&p.c, p.ready);
+}
+
+/// Combine to f16, then the readiness counters set back to zero, as
+/// `moe_combine_dp_bf16`.
+///
+/// # Safety
+/// As `moe_combine_dp_bf16`.
+#[cfg(moe4_exp = "deps")]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_combine_dp_f16(p: crate::params::CombineDpParams) {
+    combine::<false>(&p.c, p.ready);
 }

@@ -70,6 +70,7 @@ use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LO
 use crate::launch::fc_split_div;
 use crate::launch::{
     fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS, FC_RT_WEIGHTS,
+    READY_STRIDE,
 };
 use crate::params::{ActKind, FcParams};
 #[cfg(moe4_arch = "sm_90a")]
@@ -297,6 +298,97 @@ unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool>(p: &FcParam
     x
 }
 
+/// The `_dp` kernels' per-group waits ([`crate::params::FcDpParams`]) as a
+/// type: [`NoGate`] in every other kernel (a zero-sized value whose methods
+/// do nothing, so those kernels' code is what it was without the waits),
+/// [`DpGate`] in the `_dp` instances: the counters and FC2's pending wait.
+trait GroupWait: Copy {
+    /// Whether the kernel has readiness counters.
+    const ON: bool;
+    /// The counters (0 without).
+    fn ready(&self) -> u64;
+    /// The column group whose h the next activation copy is the first read
+    /// of, [`GATE_NONE`] or [`GATE_ALL`].
+    fn get(&self) -> u32;
+    /// Sets [`GroupWait::get`].
+    fn set(&mut self, g: u32);
+}
+
+/// No readiness counters: FC2 waits for all of FC1 (`griddep_wait`).
+#[derive(Clone, Copy)]
+struct NoGate;
+
+impl GroupWait for NoGate {
+    const ON: bool = false;
+    #[inline(always)]
+    fn ready(&self) -> u64 {
+        0
+    }
+    #[inline(always)]
+    fn get(&self) -> u32 {
+        GATE_NONE
+    }
+    #[inline(always)]
+    fn set(&mut self, _g: u32) {}
+}
+
+/// The `_dp` kernels' counters and FC2's pending wait.
+#[cfg(moe4_exp = "deps")]
+#[derive(Clone, Copy)]
+struct DpGate {
+    ready: u64,
+    gate: u32,
+}
+
+#[cfg(moe4_exp = "deps")]
+impl GroupWait for DpGate {
+    const ON: bool = true;
+    #[inline(always)]
+    fn ready(&self) -> u64 {
+        self.ready
+    }
+    #[inline(always)]
+    fn get(&self) -> u32 {
+        self.gate
+    }
+    #[inline(always)]
+    fn set(&mut self, g: u32) {
+        self.gate = g;
+    }
+}
+
+/// [`GroupWait::get`]: no wait pending.
+const GATE_NONE: u32 = u32::MAX;
+/// [`GroupWait::get`]: FC1 has finished every group; no more waits.
+const GATE_ALL: u32 = u32::MAX - 1;
+
+/// FC2 with readiness counters ([`crate::params::FcDpParams::ready`]):
+/// returns once FC1 has written all its rows (`2 k`) of column group `gi`'s
+/// h: [`GATE_ALL`] if it has finished every group (counter 0; then no
+/// later task needs to ask), else [`GATE_NONE`]. One acquire load each of
+/// counter 0 and the group's where FC1 is done with the group; where it is
+/// not, relaxed polls (no L1 invalidation each) with a pause growing to
+/// 512 ns, then one more acquire load (runs 84-85). Every lane loads (one
+/// address: one request per try), so each lane's later reads of h are
+/// ordered after its own acquire.
+#[inline(always)]
+unsafe fn wait_ready<const RT: bool>(p: &FcParams, ready: u64, gi: u32) -> u32 {
+    let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
+    if ld_acquire_u32(ready) >= groups {
+        return GATE_ALL;
+    }
+    let at = ready + 4 * ((1 + gi) * READY_STRIDE) as u64;
+    if ld_acquire_u32(at) < 2 * p.k {
+        let mut pause = 32;
+        while ld_relaxed_u32(at) < 2 * p.k {
+            nanosleep(pause);
+            pause = if pause < 512 { 2 * pause } else { 512 };
+        }
+        ld_acquire_u32(at);
+    }
+    GATE_NONE
+}
+
 /// The copying side of a warp: walks tasks `task, task + tstep, ...`, in
 /// each the chunks `c0, c0 + cstep, ... < nchunks`, holding this lane's
 /// source addresses of chunk 0 of the current task (a chunk's address is
@@ -428,9 +520,21 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     /// closes a copy group (always, so the groups stay in step with the
     /// chunks).
     #[inline(always)]
-    unsafe fn refill<const FC1: bool>(&mut self, p: &FcParams, plan: &Plan, dst: u32, dst_s: u32) {
+    unsafe fn refill<const FC1: bool, G: GroupWait>(
+        &mut self,
+        p: &FcParams,
+        plan: &Plan,
+        dst: u32,
+        dst_s: u32,
+        g: &mut G,
+    ) {
         if self.valid(plan) {
             self.copy_weights(plan, dst, dst_s);
+            // The `_dp` FC2: the first h copy of a task waits for FC1 to
+            // finish the task's column group.
+            if G::ON && !FC1 && g.get() < GATE_ALL {
+                g.set(wait_ready::<RT>(p, g.ready(), g.get()));
+            }
             // The activations and the step to the next chunk are written
             // out here rather than as `copy_x` and `advance`: with those
             // calls LLVM lays out FC1's NT = 4 kernels differently from the
@@ -454,6 +558,9 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
                 let rec = self.next;
                 self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
                 self.point::<FC1>(p, plan, &rec);
+                if G::ON && !FC1 && self.valid(plan) && g.get() != GATE_ALL {
+                    g.set(self.task / plan.tpe);
+                }
             }
         }
         cp_async_commit();
@@ -479,8 +586,9 @@ pub(super) fn post<const BF16: bool>() -> f32 {
 
 /// The epilogue of a finished task.
 #[inline(always)]
-unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize>(
+unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize, G: GroupWait>(
     p: &FcParams,
+    g: &G,
     plan: &Plan,
     acc: &Acc<NT, MT>,
     task: u32,
@@ -493,6 +601,20 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
         let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
         store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
+        if G::ON {
+            // The task's h rows are out: count them in the group's counter
+            // (`bar.warp.sync` orders every lane's stores before lane 0's
+            // release, which is cumulative); the task that completes a
+            // group counts it in counter 0.
+            syncwarp();
+            if tid() % 32 == 0 {
+                let rows = (TASK_ROWS * MT / 2) as u32;
+                let at = g.ready() + 4 * ((1 + gi) * READY_STRIDE) as u64;
+                if atomic_add_acq_rel_u32(at, rows) + rows == p.rows {
+                    red_release_add_u32(g.ready(), 1);
+                }
+            }
+        }
     } else {
         let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let mut scale = epi.w;
@@ -514,8 +636,10 @@ unsafe fn fc<
     const S: u32,
     const LD: bool,
     const RT: bool,
+    G: GroupWait,
 >(
     p: &FcParams,
+    g: G,
 ) {
     const { assert!(MT == 2 || MT == 4) };
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
@@ -565,16 +689,16 @@ unsafe fn fc<
     let whole = Plan { tasks: split.split_from, ..plan };
     if FC1 {
         if split.whole > 0 {
-            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &whole, first1, warp, 0, 1, step1);
+            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &whole, first1, warp, 0, 1, step1);
         }
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &plan, first2, q, kp, ks, step2);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2);
     } else if split.whole > 0 {
         // FC2 waits for FC1 in its first phase (`PRE`), after copying the
         // weights of its first chunks.
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true>(p, &whole, first1, warp, 0, 1, step1);
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false>(p, &plan, first2, q, kp, ks, step2);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &whole, first1, warp, 0, 1, step1);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2);
     } else {
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true>(p, &plan, first2, q, kp, ks, step2);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &plan, first2, q, kp, ks, step2);
     }
 }
 
@@ -598,8 +722,10 @@ unsafe fn phase<
     const LD: bool,
     const RT: bool,
     const PRE: bool,
+    G: GroupWait,
 >(
     p: &FcParams,
+    mut g: G,
     plan: &Plan,
     first: u32,
     q: u32,
@@ -623,7 +749,45 @@ unsafe fn phase<
     let ring = base + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
     let mut pf = Producer::<NT, MT, RT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
-    if PRE {
+    if G::ON && !FC1 && pf.valid(&plan) {
+        g.set(pf.task / plan.tpe);
+    }
+    if PRE && G::ON {
+        // The `_dp` FC2's first phase: as below, with a wait for each
+        // chunk's column group (FC1 done with it) instead of for all of FC1.
+        let mut xs = [[(0u64, 1u32); NT]; 3];
+        let mut ok = [false; 3];
+        let mut gis = [GATE_NONE; 3];
+        unroll!((S - 1) as usize, |d| {
+            if pf.valid(&plan) {
+                ok[d.min(2)] = true;
+                xs[d.min(2)] = pf.x_src();
+                gis[d.min(2)] = pf.task / plan.tpe;
+                pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
+                pf.advance::<FC1>(p, &plan);
+            }
+        });
+        griddep_launch_dependents();
+        let mut waited = GATE_NONE;
+        unroll!((S - 1) as usize, |d| {
+            if ok[d.min(2)] {
+                let gi = gis[d.min(2)];
+                if g.get() != GATE_ALL && gi != waited {
+                    if wait_ready::<RT>(p, g.ready(), gi) == GATE_ALL {
+                        g.set(GATE_ALL);
+                    }
+                    waited = gi;
+                }
+                copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
+            }
+            cp_async_commit();
+        });
+        // The producer's task now: its group, unless waited for above.
+        if g.get() != GATE_ALL {
+            let now = if pf.valid(&plan) { pf.task / plan.tpe } else { GATE_NONE };
+            g.set(if now == waited { GATE_NONE } else { now });
+        }
+    } else if PRE {
         // FC2's first phase: the weights of the first S - 1 chunks (inputs
         // of the layer) are copied before the wait for FC1, h (FC1's output)
         // after it. Those weight copies join copy group 0 (the first
@@ -651,7 +815,7 @@ unsafe fn phase<
     } else {
         let mut d = 0;
         while d < S - 1 {
-            pf.refill::<FC1>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes);
+            pf.refill::<FC1, G>(p, &plan, dst + d * slot_bytes, dst_s + d * slot_bytes, &mut g);
             d += 1;
         }
     }
@@ -682,18 +846,54 @@ unsafe fn phase<
             };
             let ring = (dst, dst_s, slot_bytes);
             if NT > 1 && used <= 1 {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, 1>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, 1, G>(
+                    p,
+                    &plan,
+                    &mut pf,
+                    &mut acc,
+                    ring,
+                    (&mut rd, &mut wr),
+                    n_my,
+                    &mut g,
+                )
             } else if NT > 2 && used == 2 {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, 2>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, 2, G>(
+                    p,
+                    &plan,
+                    &mut pf,
+                    &mut acc,
+                    ring,
+                    (&mut rd, &mut wr),
+                    n_my,
+                    &mut g,
+                )
             } else if NT > 3 && used == 3 {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, 3>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, 3, G>(
+                    p,
+                    &plan,
+                    &mut pf,
+                    &mut acc,
+                    ring,
+                    (&mut rd, &mut wr),
+                    n_my,
+                    &mut g,
+                )
             } else {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, NT>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my)
+                chunks::<FC1, BF16, NT, MT, S, LD, RT, NT, G>(
+                    p,
+                    &plan,
+                    &mut pf,
+                    &mut acc,
+                    ring,
+                    (&mut rd, &mut wr),
+                    n_my,
+                    &mut g,
+                )
             }
         }
         if ks == 1 {
             if task < plan.tasks {
-                finish::<FC1, BF16, NT, MT>(p, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
             }
         } else {
             if kp != 0 {
@@ -710,7 +910,7 @@ unsafe fn phase<
                     })));
                     w += 1;
                 }
-                finish::<FC1, BF16, NT, MT>(p, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
             }
             sync();
         }
@@ -732,6 +932,7 @@ unsafe fn chunks<
     const LD: bool,
     const RT: bool,
     const USED: usize,
+    G: GroupWait,
 >(
     p: &FcParams,
     plan: &Plan,
@@ -740,11 +941,12 @@ unsafe fn chunks<
     (dst, dst_s, slot_bytes): (u32, u32, u32),
     (rd, wr): (&mut u32, &mut u32),
     n_my: u32,
+    g: &mut G,
 ) {
     let mut i = 0;
     while i < n_my {
         cp_async_wait_dyn(S - 2);
-        pf.refill::<FC1>(p, plan, dst + *wr * slot_bytes, dst_s + *wr * slot_bytes);
+        pf.refill::<FC1, G>(p, plan, dst + *wr * slot_bytes, dst_s + *wr * slot_bytes, g);
         compute::<BF16, NT, MT, LD, USED>(acc, dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
         *wr = *rd;
         *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
@@ -822,12 +1024,21 @@ unsafe fn fc2_sliced<
         let mut epi = load_epi::<false, NT, RT>(p, &plan, task);
         let mut acc = [[[0f32; 4]; NT]; MT];
         let ring = (dst, dst_s, slot_bytes);
-        chunks::<false, BF16, NT, MT, S, false, RT, NT>(p, &plan, &mut pf, &mut acc, ring, (&mut rd, &mut wr), n_my);
+        chunks::<false, BF16, NT, MT, S, false, RT, NT, NoGate>(
+            p,
+            &plan,
+            &mut pf,
+            &mut acc,
+            ring,
+            (&mut rd, &mut wr),
+            n_my,
+            &mut NoGate,
+        );
         // This warp's share: y row `pair * n + kp`.
         unroll!(NT, |j| unroll!(2, |u| if epi.pair[j][u] != u32::MAX {
             epi.pair[j][u] = epi.pair[j][u] * n + kp
         }));
-        finish::<false, BF16, NT, MT>(p, &plan, &acc, task, &epi);
+        finish::<false, BF16, NT, MT, NoGate>(p, &NoGate, &plan, &acc, task, &epi);
         task += tstep;
     }
 }
@@ -1072,9 +1283,59 @@ macro_rules! fc_kernels {
         /// `FC_ROUTE_BYTES` for the `_rt` kernels) of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld, $rt>(&p)
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld, $rt, NoGate>(&p, NoGate)
         }
     )*};
+}
+
+/// The `_dp` instances (`moe4_exp = "deps"` builds): the kernels of the
+/// same name without `_dp`, with FC1 counting its finished rows per column
+/// group and FC2 reading each group's h once FC1 is done with it
+/// ([`crate::params::FcDpParams`]) instead of waiting for all of FC1.
+#[cfg(moe4_exp = "deps")]
+macro_rules! fc_dp_kernels {
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal, $wb:literal, $s:literal;)*) => {$(
+        /// A per-group-wait instance `(FC1?, bf16?, column tiles, 16-row
+        /// tiles per task, warps per block, pipeline slots per warp)` of
+        /// the decode FC kernels.
+        ///
+        /// # Safety
+        /// As the instance without `_dp`, with `p.fc`; `p.ready` as
+        /// [`crate::params::FcDpParams`] documents, for FC1 and FC2 of one
+        /// call alike.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: crate::params::FcDpParams) {
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, false, false, DpGate>(&p.fc, DpGate { ready: p.ready, gate: GATE_NONE })
+        }
+    )*};
+}
+
+#[cfg(moe4_exp = "deps")]
+fc_dp_kernels! {
+    moe_fc1_bf16_nt1_dp: true, true, 1, 2, 4, 4;
+    moe_fc1_bf16_nt2_dp: true, true, 2, 2, 4, 3;
+    moe_fc1_bf16_nt4_dp: true, true, 4, 2, 4, 3;
+    moe_fc1_f16_nt1_dp: true, false, 1, 2, 4, 4;
+    moe_fc1_f16_nt2_dp: true, false, 2, 2, 4, 3;
+    moe_fc1_f16_nt4_dp: true, false, 4, 2, 4, 3;
+    moe_fc2_bf16_nt1_dp: false, true, 1, 2, 4, 4;
+    moe_fc2_bf16_nt2_dp: false, true, 2, 2, 4, 3;
+    moe_fc2_bf16_nt4_dp: false, true, 4, 2, 4, 3;
+    moe_fc2_f16_nt1_dp: false, false, 1, 2, 4, 4;
+    moe_fc2_f16_nt2_dp: false, false, 2, 2, 4, 3;
+    moe_fc2_f16_nt4_dp: false, false, 4, 2, 4, 3;
+    moe_fc1_bf16_nt2_r64_dp: true, true, 2, 4, 4, 3;
+    moe_fc1_bf16_nt4_r64_dp: true, true, 4, 4, 4, 3;
+    moe_fc1_f16_nt2_r64_dp: true, false, 2, 4, 4, 3;
+    moe_fc1_f16_nt4_r64_dp: true, false, 4, 4, 4, 3;
+    moe_fc2_bf16_nt2_r64_dp: false, true, 2, 4, 4, 3;
+    moe_fc2_bf16_nt4_r64_dp: false, true, 4, 4, 4, 3;
+    moe_fc2_f16_nt2_r64_dp: false, false, 2, 4, 4, 3;
+    moe_fc2_f16_nt4_r64_dp: false, false, 4, 4, 4, 3;
+    moe_fc1_bf16_nt1_w8_dp: true, true, 1, 2, 8, 3;
+    moe_fc1_f16_nt1_w8_dp: true, false, 1, 2, 8, 3;
+    moe_fc2_bf16_nt1_w8_dp: false, true, 1, 2, 8, 3;
+    moe_fc2_f16_nt1_w8_dp: false, false, 1, 2, 8, 3;
 }
 
 // Warps and depth as `launch::fc_stages` says; `_w8`: the 8-warp kernels
