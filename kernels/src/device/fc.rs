@@ -845,50 +845,28 @@ unsafe fn phase<
                 NT as u32
             };
             let ring = (dst, dst_s, slot_bytes);
+            macro_rules! run_chunks {
+                ($used:tt) => {
+                    chunks::<FC1, BF16, NT, MT, S, LD, RT, $used, G>(
+                        p,
+                        &plan,
+                        &mut pf,
+                        &mut acc,
+                        ring,
+                        (&mut rd, &mut wr),
+                        n_my,
+                        &mut g,
+                    )
+                };
+            }
             if NT > 1 && used <= 1 {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, 1, G>(
-                    p,
-                    &plan,
-                    &mut pf,
-                    &mut acc,
-                    ring,
-                    (&mut rd, &mut wr),
-                    n_my,
-                    &mut g,
-                )
+                run_chunks!(1)
             } else if NT > 2 && used == 2 {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, 2, G>(
-                    p,
-                    &plan,
-                    &mut pf,
-                    &mut acc,
-                    ring,
-                    (&mut rd, &mut wr),
-                    n_my,
-                    &mut g,
-                )
+                run_chunks!(2)
             } else if NT > 3 && used == 3 {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, 3, G>(
-                    p,
-                    &plan,
-                    &mut pf,
-                    &mut acc,
-                    ring,
-                    (&mut rd, &mut wr),
-                    n_my,
-                    &mut g,
-                )
+                run_chunks!(3)
             } else {
-                chunks::<FC1, BF16, NT, MT, S, LD, RT, NT, G>(
-                    p,
-                    &plan,
-                    &mut pf,
-                    &mut acc,
-                    ring,
-                    (&mut rd, &mut wr),
-                    n_my,
-                    &mut g,
-                )
+                run_chunks!(NT)
             }
         }
         if ks == 1 {
