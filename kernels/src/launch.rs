@@ -284,7 +284,6 @@ pub const fn fc_red_bytes(nt: u32, warps: u32, mt: u32) -> u32 {
     (warps - 1) * fc_partial_words(nt, mt) * 32 * 4
 }
 
-/// Most (M x top-k) pairs a decode FC kernel routes itself in its own
 /// Words between two of the decode FC kernels' readiness counters
 /// ([`crate::params::FcDpParams::ready`]): one counter per 128-byte line, so
 /// the warps that poll different groups' counters load different lines
@@ -298,6 +297,14 @@ pub const fn ready_bytes(pairs: u32) -> u64 {
     4 * READY_STRIDE as u64 * (1 + pairs as u64)
 }
 
+/// Address of readiness counter `i` (0: FC1's finished groups; `1 + g`:
+/// group `g`'s rows) of the counters at `ready`.
+#[inline(always)]
+pub const fn ready_counter(ready: u64, i: u32) -> u64 {
+    ready + 4 * (i * READY_STRIDE) as u64
+}
+
+/// Most (M x top-k) pairs a decode FC kernel routes itself in its own
 /// shared memory (the `_rt` kernels, [`crate::params::FcParams::route_pairs`]):
 /// beyond that its two passes over the pairs (each thread compares its
 /// pair with every other) would cost more than the routing launch they

@@ -7,7 +7,7 @@
 
 use super::arch::*;
 use super::route::expert;
-use crate::launch::{combine_outputs_per_thread, READY_STRIDE};
+use crate::launch::{combine_outputs_per_thread, ready_counter};
 use crate::params::CombineParams;
 
 /// Pairs per batch of [`combine`]: their loads are issued together.
@@ -32,7 +32,7 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
         // call's FC1 adds to them only after this kernel (its wait).
         let mut g = i;
         while g <= p.m * p.topk {
-            stg_u32(ready + 4 * (g * READY_STRIDE) as u64, 0);
+            stg_u32(ready_counter(ready, g), 0);
             g += gdim() * bdim();
         }
     }

@@ -69,8 +69,8 @@ use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LO
 #[cfg(moe4_exp = "w6")]
 use crate::launch::fc_split_div;
 use crate::launch::{
-    fc_partial_words, fc_slot_bytes, fc_split, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS, FC_RT_WEIGHTS,
-    READY_STRIDE,
+    fc_partial_words, fc_slot_bytes, fc_split, ready_counter, FC_ROUTE_BYTES, FC_RT_COUNTS, FC_RT_GROUPS, FC_RT_ROWS,
+    FC_RT_WEIGHTS,
 };
 use crate::params::{ActKind, FcParams};
 #[cfg(moe4_arch = "sm_90a")]
@@ -377,7 +377,7 @@ unsafe fn wait_ready<const RT: bool>(p: &FcParams, ready: u64, gi: u32) -> u32 {
     if ld_acquire_u32(ready) >= groups {
         return GATE_ALL;
     }
-    let at = ready + 4 * ((1 + gi) * READY_STRIDE) as u64;
+    let at = ready_counter(ready, 1 + gi);
     if ld_acquire_u32(at) < 2 * p.k {
         let mut pause = 32;
         while ld_relaxed_u32(at) < 2 * p.k {
@@ -609,8 +609,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
             syncwarp();
             if tid() % 32 == 0 {
                 let rows = (TASK_ROWS * MT / 2) as u32;
-                let at = g.ready() + 4 * ((1 + gi) * READY_STRIDE) as u64;
-                if atomic_add_acq_rel_u32(at, rows) + rows == p.rows {
+                if atomic_add_acq_rel_u32(ready_counter(g.ready(), 1 + gi), rows) + rows == p.rows {
                     red_release_add_u32(g.ready(), 1);
                 }
             }
@@ -752,9 +751,14 @@ unsafe fn phase<
     if G::ON && !FC1 && pf.valid(&plan) {
         g.set(pf.task / plan.tpe);
     }
-    if PRE && G::ON {
-        // The `_dp` FC2's first phase: as below, with a wait for each
-        // chunk's column group (FC1 done with it) instead of for all of FC1.
+    if PRE {
+        // FC2's first phase: the weights of the first S - 1 chunks (inputs
+        // of the layer) are copied before the wait for FC1, h (FC1's output)
+        // after it. Those weight copies join copy group 0 (the first
+        // chunk's), so each chunk's data is complete when its group is, as
+        // in the plain prologue. (`unroll!` type-checks indices up to 7:
+        // `d.min(2)` is `d` here.) The `_dp` FC2 waits for each chunk's
+        // column group (FC1 done with it) instead of for all of FC1.
         let mut xs = [[(0u64, 1u32); NT]; 3];
         let mut ok = [false; 3];
         let mut gis = [GATE_NONE; 3];
@@ -762,17 +766,22 @@ unsafe fn phase<
             if pf.valid(&plan) {
                 ok[d.min(2)] = true;
                 xs[d.min(2)] = pf.x_src();
-                gis[d.min(2)] = pf.task / plan.tpe;
+                if G::ON {
+                    gis[d.min(2)] = pf.task / plan.tpe;
+                }
                 pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
                 pf.advance::<FC1>(p, &plan);
             }
         });
+        if !G::ON {
+            griddep_wait();
+        }
         griddep_launch_dependents();
         let mut waited = GATE_NONE;
         unroll!((S - 1) as usize, |d| {
             if ok[d.min(2)] {
                 let gi = gis[d.min(2)];
-                if g.get() != GATE_ALL && gi != waited {
+                if G::ON && g.get() != GATE_ALL && gi != waited {
                     if wait_ready::<RT>(p, g.ready(), gi) == GATE_ALL {
                         g.set(GATE_ALL);
                     }
@@ -783,35 +792,10 @@ unsafe fn phase<
             cp_async_commit();
         });
         // The producer's task now: its group, unless waited for above.
-        if g.get() != GATE_ALL {
+        if G::ON && g.get() != GATE_ALL {
             let now = if pf.valid(&plan) { pf.task / plan.tpe } else { GATE_NONE };
             g.set(if now == waited { GATE_NONE } else { now });
         }
-    } else if PRE {
-        // FC2's first phase: the weights of the first S - 1 chunks (inputs
-        // of the layer) are copied before the wait for FC1, h (FC1's output)
-        // after it. Those weight copies join copy group 0 (the first
-        // chunk's), so each chunk's data is complete when its group is, as
-        // in the plain prologue. (`unroll!` type-checks indices up to 7:
-        // `d.min(2)` is `d` here.)
-        let mut xs = [[(0u64, 1u32); NT]; 3];
-        let mut ok = [false; 3];
-        unroll!((S - 1) as usize, |d| {
-            if pf.valid(&plan) {
-                ok[d.min(2)] = true;
-                xs[d.min(2)] = pf.x_src();
-                pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
-                pf.advance::<FC1>(p, &plan);
-            }
-        });
-        griddep_wait();
-        griddep_launch_dependents();
-        unroll!((S - 1) as usize, |d| {
-            if ok[d.min(2)] {
-                copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
-            }
-            cp_async_commit();
-        });
     } else {
         let mut d = 0;
         while d < S - 1 {
