@@ -23,7 +23,7 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use crate::{GemmArgs, Workspace, W4A4};
 use cudarc::driver::sys::CUstreamCaptureMode;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut};
 use half::bf16;
 use moe4_kernels::params::ReadFloorParams;
 use std::fmt::Write as _;
@@ -101,7 +101,7 @@ pub fn copy_bandwidth(stream: &Arc<CudaStream>) -> Result<f64> {
     Ok(2.0 * (4 * n) as f64 / (ms * 1e-3) / 1e9)
 }
 
-struct Lcg(u64);
+pub(crate) struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -162,6 +162,101 @@ impl DecodeResult {
     }
 }
 
+/// A decode layer with random weights for `shape`, its workspace for up to
+/// `max_m` tokens, an input and an output of `max_m` rows, and the random
+/// source of its routings.
+pub(crate) struct DecodeLayer {
+    pub w: MoeWeights,
+    pub ws: Workspace,
+    pub x: CudaSlice<bf16>,
+    pub out: CudaSlice<bf16>,
+    pub rng: Lcg,
+}
+
+/// The layer the decode benches time (the same weights and inputs for the
+/// same shape and `max_m`).
+pub(crate) fn decode_layer(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    max_m: usize,
+) -> Result<DecodeLayer> {
+    let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
+    let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 7)?;
+    let ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    let mut rng = Lcg(12345);
+    let x_host: Vec<bf16> =
+        (0..max_m * shape.h).map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0)).collect();
+    let x = stream.clone_htod(&x_host)?;
+    let out = stream.alloc_zeros::<bf16>(max_m * shape.h)?;
+    Ok(DecodeLayer { w, ws, x, out, rng })
+}
+
+/// The routings of one decode point: `calls` of them (ids, routing
+/// weights), each over an expert pool disjoint from the next one's where
+/// the layer has enough experts, so that a graph of `calls` forward calls
+/// streams at least 4 x `l2` bytes and the touched weights are not in L2;
+/// `bytes`: the touched experts' weight and scale bytes per call
+/// (average).
+pub(crate) struct DecodeCalls {
+    pub bufs: Vec<(CudaSlice<i32>, CudaSlice<f32>)>,
+    pub bytes: f64,
+    pub calls: usize,
+}
+
+/// [`DecodeCalls`] for `m` tokens of `layer`'s shape.
+pub(crate) fn decode_calls(
+    stream: &Arc<CudaStream>,
+    w: &MoeWeights,
+    shape: Shape,
+    m: usize,
+    l2: f64,
+    rng: &mut Lcg,
+) -> Result<DecodeCalls> {
+    // Experts per pool and how many disjoint pools to rotate over.
+    let pool_size = (2 * m * shape.topk).clamp(shape.topk, shape.e);
+    let pools = (shape.e / pool_size).max(1);
+    let touched_guess = (m * shape.topk).min(shape.e) as f64 * w.expert_bytes() as f64;
+    let calls = ((4.0 * l2 / touched_guess).ceil() as usize).clamp(2, 64).max(pools.min(16));
+    let mut perm: Vec<i32> = (0..shape.e as i32).collect();
+    for i in (1..perm.len()).rev() {
+        perm.swap(i, (rng.next() as usize) % (i + 1));
+    }
+    let mut bufs = Vec::new();
+    let mut bytes = 0f64;
+    for c in 0..calls {
+        let p = c % pools;
+        let pool = &perm[p * pool_size..(p + 1) * pool_size];
+        let (ids, tw) = routing(rng, pool, m, shape.topk);
+        let mut seen = vec![false; shape.e];
+        for &e in &ids {
+            if e >= 0 {
+                seen[e as usize] = true;
+            }
+        }
+        bytes += seen.iter().filter(|&&s| s).count() as f64 * w.expert_bytes() as f64;
+        bufs.push((stream.clone_htod(&ids)?, stream.clone_htod(&tw)?));
+    }
+    Ok(DecodeCalls { bufs, bytes: bytes / calls as f64, calls })
+}
+
+/// One forward call of `w` per routing of `bufs`, on the rows of `x`
+/// (into as many rows of `out`), on `stream` (captured or not).
+pub(crate) fn forward_calls(
+    w: &MoeWeights,
+    ws: &mut Workspace,
+    stream: &Arc<CudaStream>,
+    x: &CudaView<bf16>,
+    out: &mut CudaSlice<bf16>,
+    bufs: &[(CudaSlice<i32>, CudaSlice<f32>)],
+) -> Result<()> {
+    for (ids, tw) in bufs {
+        let mut ov = out.slice_mut(..x.len());
+        w.forward(ws, stream, x, &ids.as_view(), &tw.as_view(), &mut ov)?;
+    }
+    Ok(())
+}
+
 /// Times the decode layer for `shape` at each `m`.
 pub fn decode(
     gpu: &Arc<Gpu>,
@@ -185,44 +280,13 @@ pub fn decode_variants(
     copy_gbps: f64,
     tunings: &[(&'static str, Option<Tuning>)],
 ) -> Result<Vec<(&'static str, Option<DecodeResult>)>> {
-    let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
-    let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 7)?;
     let max_m = *ms.iter().max().unwrap_or(&1);
-    let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    let DecodeLayer { w, mut ws, x, mut out, mut rng } = decode_layer(gpu, stream, shape, max_m)?;
     let defaults = *ws.tuning_mut();
-    let mut rng = Lcg(12345);
-    let x_host: Vec<bf16> =
-        (0..max_m * shape.h).map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0)).collect();
-    let x = stream.clone_htod(&x_host)?;
-    let mut out = stream.alloc_zeros::<bf16>(max_m * shape.h)?;
     let l2 = 64e6;
     let mut results = Vec::new();
     for &m in ms {
-        // Experts per pool and how many disjoint pools to rotate over.
-        let pool_size = (2 * m * shape.topk).clamp(shape.topk, shape.e);
-        let pools = (shape.e / pool_size).max(1);
-        let touched_guess = (m * shape.topk).min(shape.e) as f64 * w.expert_bytes() as f64;
-        let calls = ((4.0 * l2 / touched_guess).ceil() as usize).clamp(2, 64).max(pools.min(16));
-        let mut perm: Vec<i32> = (0..shape.e as i32).collect();
-        for i in (1..perm.len()).rev() {
-            perm.swap(i, (rng.next() as usize) % (i + 1));
-        }
-        let mut bufs = Vec::new();
-        let mut bytes = 0f64;
-        for c in 0..calls {
-            let p = c % pools;
-            let pool = &perm[p * pool_size..(p + 1) * pool_size];
-            let (ids, tw) = routing(&mut rng, pool, m, shape.topk);
-            let mut seen = vec![false; shape.e];
-            for &e in &ids {
-                if e >= 0 {
-                    seen[e as usize] = true;
-                }
-            }
-            bytes += seen.iter().filter(|&&s| s).count() as f64 * w.expert_bytes() as f64;
-            bufs.push((stream.clone_htod(&ids)?, stream.clone_htod(&tw)?));
-        }
-        bytes /= calls as f64;
+        let DecodeCalls { bufs, bytes, calls } = decode_calls(stream, &w, shape, m, l2, &mut rng)?;
         let xv = x.slice(..m * shape.h);
         // One graph per variant (None where the variant has no kernels for
         // this point), then the timings interleaved over three passes and
@@ -231,15 +295,9 @@ pub fn decode_variants(
         for &(_, tuning) in tunings {
             *ws.tuning_mut() = tuning.unwrap_or(defaults);
             // Eager run first (loads the kernels, checks for errors).
-            let mut eager = || -> Result<()> {
-                for (ids, tw) in &bufs {
-                    let mut ov = out.slice_mut(..m * shape.h);
-                    w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
-                }
-                stream.synchronize()?;
-                Ok(())
-            };
-            match eager() {
+            let eager =
+                forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs).and_then(|()| Ok(stream.synchronize()?));
+            match eager {
                 Ok(()) => {}
                 // A variant without kernels for this point is skipped; the
                 // defaults must run.
@@ -250,10 +308,7 @@ pub fn decode_variants(
                 Err(e) => return Err(e),
             }
             stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            for (ids, tw) in &bufs {
-                let mut ov = out.slice_mut(..m * shape.h);
-                w.forward(&mut ws, stream, &xv, &ids.as_view(), &tw.as_view(), &mut ov)?;
-            }
+            forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs)?;
             graphs.push(stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?);
         }
         let passes = if tunings.len() > 1 { 3 } else { 1 };

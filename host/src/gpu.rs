@@ -47,6 +47,20 @@ pub struct Gpu {
     /// asks this, not the driver (a failed driver lookup is an API error
     /// that compute-sanitizer counts).
     entries: std::collections::HashSet<String>,
+    /// The module's visible globals (`.visible .global` names).
+    globals: std::collections::HashSet<String>,
+}
+
+/// The names of the visible global variables a PTX module defines.
+fn global_names(ptx: &str) -> std::collections::HashSet<String> {
+    ptx.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .global "))
+        // `.align 8 .b8 NAME[...]`: the first word that is an identifier.
+        .filter_map(|l| {
+            l.split([' ', '[', ';', '=']).find(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+        })
+        .map(String::from)
+        .collect()
 }
 
 /// The kernel names (`.entry`) a PTX module defines.
@@ -110,11 +124,12 @@ impl Gpu {
             Err(_) => arch.ptx().to_string(),
         };
         let entries = entry_names(&ptx);
+        let globals = global_names(&ptx);
         let module = ctx.load_module(Ptx::from_src(ptx))?;
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        Ok(Arc::new(Gpu { ctx, module, arch, sm_count, max_smem, funcs: Mutex::new(HashMap::new()), entries }))
+        Ok(Arc::new(Gpu { ctx, module, arch, sm_count, max_smem, funcs: Mutex::new(HashMap::new()), entries, globals }))
     }
 
     /// The context.
@@ -144,6 +159,30 @@ impl Gpu {
     /// every decode call) is no failed API call under compute-sanitizer.
     pub fn has_kernel(&self, name: &str) -> bool {
         self.entries.contains(name)
+    }
+
+    /// Whether the loaded PTX defines the visible global variable `name`
+    /// (e.g. the `trace` builds' timeline buffer,
+    /// `moe4_kernels::trace::TRACE_SYMBOL`).
+    pub fn has_global(&self, name: &str) -> bool {
+        self.globals.contains(name)
+    }
+
+    /// The module global `name` as `u64` words (after the work queued on
+    /// `stream`).
+    pub fn read_global_u64(&self, stream: &Arc<CudaStream>, name: &str) -> Result<Vec<u64>> {
+        let view = self.module.get_global(name, stream)?;
+        let mut bytes = vec![0u8; view.len()];
+        stream.memcpy_dtoh(&view, &mut bytes)?;
+        stream.synchronize()?;
+        Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+    }
+
+    /// Sets the module global `name` to zeros (queued on `stream`).
+    pub fn zero_global(&self, stream: &Arc<CudaStream>, name: &str) -> Result<()> {
+        let mut view = self.module.get_global(name, stream)?;
+        stream.memset_zeros(&mut view)?;
+        Ok(())
     }
 
     fn func(&self, name: &str) -> Result<Arc<Func>> {
@@ -353,6 +392,18 @@ mod tests {
         unsafe {
             assert_eq!(p.value.programmaticStreamSerializationAllowed, 1);
             assert_eq!(c.value.cooperative, 0);
+        }
+    }
+
+    #[test]
+    fn global_names_are_the_visible_globals_of_the_ptx() {
+        let ptx = ".visible .global .align 8 .b8 MOE4_TRACE[655360];\n.global .align 4 .b8 hidden[4];\n.extern .shared .align 16 .b8 moe4_smem[];\n";
+        let names = global_names(ptx);
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(names.contains("MOE4_TRACE"));
+        // The shipped builds have no timeline buffer.
+        for a in Arch::ALL {
+            assert!(!global_names(a.ptx()).contains(moe4_kernels::trace::TRACE_SYMBOL), "{}", a.name());
         }
     }
 

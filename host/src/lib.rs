@@ -47,6 +47,7 @@ mod ptx;
 pub mod quant;
 pub mod reference;
 pub mod smoke;
+pub mod timeline;
 mod w4a4;
 mod weights;
 

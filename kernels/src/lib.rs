@@ -18,6 +18,7 @@
 //! | column groups: wide and narrow, their table offsets | [`groups`] |
 //! | kernel parameter structs shared with the host | [`params`] |
 //! | launch geometry (threads, shared memory) | [`launch`] |
+//! | the timeline buffer of `trace` builds | [`trace`] |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch, stdarch_nvptx))]
 #![deny(missing_docs)]
@@ -31,6 +32,7 @@ pub mod launch;
 pub mod params;
 pub mod scale_layout;
 pub mod tile;
+pub mod trace;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod device;

@@ -199,7 +199,7 @@ fn build_arch(
         .arg(target_dir))?;
     let built = target_dir.join("nvptx64-nvidia-cuda/ptx/moe4_kernels.ptx");
     let ptx = fs::read_to_string(&built).map_err(|e| format!("{}: {e}", built.display()))?;
-    let ptx = if arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx) };
+    let ptx = if arch == "sm_120a" { ptx } else { add_launch_bounds(&ptx, exp) };
     fs::write(out_path, &ptx).map_err(|e| e.to_string())?;
 
     let o = Command::new(ptxas_path())
@@ -242,7 +242,14 @@ fn exp_ptx(name: &str, cfgs: &str) -> Result {
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let out = dir.join(format!("{name}.ptx"));
     let (arch, cpu, features) = ARCHS.iter().find(|a| a.0 == "sm_90a").expect("sm_90a is one of ARCHS");
-    let failures = build_arch(arch, cpu, features, &exp, &root().join("target/ptx-exp").join(name), &out)?;
+    let mut failures = build_arch(arch, cpu, features, &exp, &root().join("target/ptx-exp").join(name), &out)?;
+    if exp.iter().any(|c| EXP_SPILLS_ALLOWED.contains(c)) {
+        let (spills, rest): (Vec<String>, Vec<String>) = failures.into_iter().partition(|f| f.contains(": stack "));
+        for f in &spills {
+            println!("exp-ptx: allowed in this build: {f}");
+        }
+        failures = rest;
+    }
     if !failures.is_empty() {
         return Err(format!("{name}: {}", failures.join("\n  ")));
     }
@@ -272,15 +279,37 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("moe_fc1_f16_nt1_w6", 192, 4),
 ];
 
-/// Inserts the [`LAUNCH_BOUNDS`] directives after each matching entry's
-/// parameter list.
-fn add_launch_bounds(ptx: &str) -> String {
+/// Launch bounds of experimental builds only, `(cfg, pattern, threads,
+/// blocks)`: applied (before [`LAUNCH_BOUNDS`]) where the build has
+/// `moe4_exp = cfg`, to kernels whose names the default build shares.
+const EXP_LAUNCH_BOUNDS: &[(&str, &str, u32, u32)] = &[
+    // The `trace` build: the blocks per SM of the default build, which its
+    // timeline notes' few registers would lower (5 instead of 6, 3 instead
+    // of 4). (Not for `moe_fc1_bf16_nt2_r64`, which would spill 36 bytes
+    // at 4 blocks: it runs with 3 there.)
+    ("trace", "moe_fc1_bf16_nt1$", 128, 6),
+    ("trace", "moe_fc1_f16_nt1$", 128, 6),
+    ("trace", "moe_fc2_bf16_nt2$", 128, 4),
+    ("trace", "moe_fc2_f16_nt2$", 128, 4),
+];
+
+/// Experimental builds whose kernels may use local memory (reported, not
+/// an error): the `trace` build, a measuring tool whose notes cost the
+/// 8-warp FC2 kernels, already at their 80-register bound, a spilled word.
+const EXP_SPILLS_ALLOWED: &[&str] = &["trace"];
+
+/// Inserts the [`LAUNCH_BOUNDS`] directives (and those of
+/// [`EXP_LAUNCH_BOUNDS`] for the experimental cfgs `exp`) after each
+/// matching entry's parameter list.
+fn add_launch_bounds(ptx: &str, exp: &[&str]) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
     let mut pending: Option<(u32, u32)> = None;
+    let exp_bounds = EXP_LAUNCH_BOUNDS.iter().filter(|b| exp.contains(&b.0)).map(|&(_, p, t, b)| (p, t, b));
+    let bounds: Vec<(&str, u32, u32)> = exp_bounds.chain(LAUNCH_BOUNDS.iter().copied()).collect();
     for line in ptx.split_inclusive('\n') {
         if let Some(name) = line.strip_prefix(".visible .entry ").and_then(|r| r.split('(').next()) {
             let hit = |p: &str| p.strip_suffix('$').map_or_else(|| name.starts_with(p), |exact| name == exact);
-            pending = LAUNCH_BOUNDS.iter().find(|(p, _, _)| hit(p)).map(|&(_, t, b)| (t, b));
+            pending = bounds.iter().find(|(p, _, _)| hit(p)).map(|&(_, t, b)| (t, b));
         }
         out.push_str(line);
         if let Some((t, b)) = pending {
@@ -380,7 +409,7 @@ mod tests {
     #[test]
     fn launch_bounds_go_after_the_parameter_list() {
         let ptx = ".visible .entry moe_fc2_bf16_nt1_w8(\n\t.param .align 8 .b8 p[136]\n)  // @x\n{\n}\n.visible .entry other(\n)\n{\n}\n";
-        let out = super::add_launch_bounds(ptx);
+        let out = super::add_launch_bounds(ptx, &[]);
         assert!(out.contains(")  // @x\n.maxntid 256, 1, 1\n.minnctapersm 3\n{"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1);
     }
@@ -388,8 +417,17 @@ mod tests {
     #[test]
     fn an_exact_launch_bound_skips_longer_names() {
         let ptx = ".visible .entry moe_fc2_f16_nt2_dp(\n)\n{\n}\n.visible .entry moe_fc2_f16_nt2_dp_x(\n)\n{\n}\n";
-        let out = super::add_launch_bounds(ptx);
+        let out = super::add_launch_bounds(ptx, &[]);
         assert!(out.contains("moe_fc2_f16_nt2_dp(\n)\n.maxntid 128, 1, 1\n.minnctapersm 4\n{"), "{out}");
+        assert_eq!(out.matches(".maxntid").count(), 1);
+    }
+
+    #[test]
+    fn experimental_launch_bounds_only_in_their_build() {
+        let ptx = ".visible .entry moe_fc2_bf16_nt2(\n)\n{\n}\n.visible .entry moe_fc2_bf16_nt2_r64(\n)\n{\n}\n";
+        assert_eq!(super::add_launch_bounds(ptx, &[]), ptx);
+        let out = super::add_launch_bounds(ptx, &["trace"]);
+        assert!(out.contains("moe_fc2_bf16_nt2(\n)\n.maxntid 128, 1, 1\n.minnctapersm 4\n{"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1);
     }
 

@@ -3,8 +3,10 @@
 //! ```text
 //! moe4 demo                      quantize a random Qwen3-30B-A3B layer, report its error
 //! moe4 smoke                     single-instruction GPU checks against the CPU
-//! moe4 bench <decode|prefill|w4a4|peak|tune|route|all> [--quick] [--json FILE]
+//! moe4 bench <decode|prefill|w4a4|peak|tune|route|timeline|all> [--quick] [--json FILE]
 //!            [--shape NAME[,NAME]] [--m N[,N]]
+//!                                (timeline: where each kernel of a decode call starts,
+//!                                waits and ends; needs a `trace` build in MOE4_PTX_FILE)
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
 //! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
 //!                                one MoE layer from a safetensors checkpoint on the GPU;
@@ -300,6 +302,26 @@ fn bench_cmd(args: &[String]) -> Res {
             bench::tune_table(&all, &labels)
         );
         json.push(bench::tune_json(&all, copy));
+    }
+    if kind == "timeline" {
+        // Where each kernel of a decode call starts, waits and ends (a
+        // `trace` build's notes; MOE4_PTX_FILE).
+        let names: Vec<&str> = if shape_filter.is_some() {
+            shapes.iter().map(|s| s.name).collect()
+        } else {
+            vec!["Qwen3-30B-A3B", "GPT-OSS-120B", "DeepSeek-V3"]
+        };
+        let mut all = Vec::new();
+        for name in names {
+            let s = bench::SHAPES.iter().find(|s| s.name == name).expect("shape");
+            for m in sizes(vec![1, 2, 4, 8, 16, 64]) {
+                let t = moe4::timeline::decode_timeline(&gpu, &stream, *s, m, 15)?;
+                eprintln!("  {} M={} {:.1} us (traced) clock {:.2} GHz", t.shape, t.m, t.call_us, t.clock_ghz);
+                all.push(t);
+            }
+        }
+        println!("\n## decode timeline\n\n{}", moe4::timeline::timeline_table(&all));
+        json.push(moe4::timeline::timeline_json(&all));
     }
     if kind == "prefill" || kind == "all" {
         let ms = sizes(if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] });

@@ -312,6 +312,53 @@ pub unsafe fn ld_relaxed_u32(p: u64) -> u32 {
     asm!("ld.relaxed.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
     v
 }
+/// The GPU-wide nanosecond timer (`%globaltimer`).
+#[inline(always)]
+pub fn globaltimer() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack)) };
+    t
+}
+/// This SM's cycle counter (`%clock64`).
+#[inline(always)]
+pub fn clock64() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u64 {t}, %clock64;", t = out(reg64) t, options(nostack)) };
+    t
+}
+/// The SM this thread runs on (`%smid`).
+#[inline(always)]
+pub fn smid() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %smid;", r = out(reg32) r, options(nostack)) };
+    r
+}
+/// The generic address of the `trace` builds' timeline buffer
+/// (`crate::trace::TRACE_SYMBOL`), formed where it is used (not a value
+/// the compiler keeps in a register across the kernel).
+#[cfg(moe4_exp = "trace")]
+#[inline(always)]
+pub fn trace_base() -> u64 {
+    let r: u64;
+    // SAFETY: takes the address of a module global.
+    unsafe {
+        asm!("{{ .reg .u64 t; mov.u64 t, MOE4_TRACE; cvta.global.u64 {r}, t; }}", r = out(reg64) r, options(nostack))
+    };
+    r
+}
+/// Stores `v` at the generic address `p`.
+#[inline(always)]
+pub unsafe fn st_u64(p: u64, v: u64) {
+    asm!("st.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack));
+}
+/// Atomic max of `v` into the u64 at the generic address `p` (no result).
+#[inline(always)]
+pub unsafe fn red_max_u64(p: u64, v: u64) {
+    asm!("red.max.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack));
+}
 /// Suspends the thread for about `ns` nanoseconds (`nanosleep`): a spin
 /// loop's pause.
 #[inline(always)]

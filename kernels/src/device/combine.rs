@@ -7,8 +7,10 @@
 
 use super::arch::*;
 use super::route::expert;
+use super::trace;
 use crate::launch::{combine_outputs_per_thread, ready_counter};
 use crate::params::CombineParams;
+use crate::trace::TraceKernel;
 
 /// Pairs per batch of [`combine`]: their loads are issued together.
 const BATCH: usize = 8;
@@ -22,6 +24,7 @@ const BATCH: usize = 8;
 #[inline(always)]
 unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
     griddep_wait();
+    trace::waited(TraceKernel::Combine);
     griddep_launch_dependents();
     let y16 = p.y16 != 0;
     let per = combine_outputs_per_thread(y16);
@@ -155,7 +158,9 @@ pub unsafe extern "ptx-kernel" fn moe_combine_sl_f16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
+    trace::entry(TraceKernel::Combine);
     combine::<true>(&p, 0);
+    trace::exit(TraceKernel::Combine);
 }
 
 /// Combine to f16.
@@ -164,7 +169,9 @@ pub unsafe extern "ptx-kernel" fn moe_combine_bf16(p: CombineParams) {
 /// `p` must describe device buffers as [`CombineParams`] documents.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_combine_f16(p: CombineParams) {
+    trace::entry(TraceKernel::Combine);
     combine::<false>(&p, 0);
+    trace::exit(TraceKernel::Combine);
 }
 
 /// Combine to bf16, then the readiness counters of the `_dp` FC kernels

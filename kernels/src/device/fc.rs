@@ -65,6 +65,7 @@
 
 use super::arch::*;
 use super::route::route_in_block;
+use super::trace;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
 #[cfg(moe4_exp = "w6")]
 use crate::launch::fc_split_div;
@@ -76,6 +77,7 @@ use crate::params::{ActKind, FcParams};
 #[cfg(moe4_arch = "sm_90a")]
 use crate::tile::{fc1_stage_at, fc2_stage_row};
 use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
+use crate::trace::TraceKernel;
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,
 /// each broadcast to both halves, in the arithmetic's 16-bit format.
@@ -622,6 +624,16 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
     }
 }
 
+/// The timeline section of FC1 or FC2.
+#[inline(always)]
+const fn kind<const FC1: bool>() -> TraceKernel {
+    if FC1 {
+        TraceKernel::Fc1
+    } else {
+        TraceKernel::Fc2
+    }
+}
+
 /// The kernel body: the whole rounds of the split (each warp one task:
 /// [`phase`] with `KS = 1` over the tasks below `split_from`), then the
 /// split rounds over the rest.
@@ -641,11 +653,13 @@ unsafe fn fc<
     g: G,
 ) {
     const { assert!(MT == 2 || MT == 4) };
+    trace::entry(kind::<FC1>());
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
     // FC1 let FC2 launch only after its own wait) and copies its first
     // chunks' weights before waiting for FC1 (in [`phase`]).
     if FC1 {
         griddep_wait();
+        trace::waited(TraceKernel::Fc1);
     }
     // The `_rt` kernels route the pairs themselves (FC2 before its wait:
     // it reads only the ids and routing weights, inputs of the layer).
@@ -657,6 +671,7 @@ unsafe fn fc<
     // Rows are a multiple of 64: a whole number of 64-row tasks.
     let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
     let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
+    trace::planned(kind::<FC1>(), plan.tasks);
     #[cfg(not(moe4_exp = "w6"))]
     let split = fc_split(plan.tasks, plan.nchunks, WB, gdim());
     // A power of two up to 8, which the compiler must see: divisions by
@@ -682,23 +697,32 @@ unsafe fn fc<
         griddep_launch_dependents();
     }
     if plan.tasks == 0 {
+        trace::exit(kind::<FC1>());
         return;
     }
     // The whole rounds see only their own tasks.
     let whole = Plan { tasks: split.split_from, ..plan };
+    // (The last argument: the phase is the kernel's first, whose first
+    // chunk the timeline notes; a constant in other builds, whose code
+    // then stays as it was.)
+    #[cfg(moe4_exp = "trace")]
+    let first_is_split = split.whole == 0;
+    #[cfg(not(moe4_exp = "trace"))]
+    let first_is_split = true;
     if FC1 {
         if split.whole > 0 {
-            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &whole, first1, warp, 0, 1, step1);
+            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &whole, first1, warp, 0, 1, step1, true);
         }
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2, first_is_split);
     } else if split.whole > 0 {
         // FC2 waits for FC1 in its first phase (`PRE`), after copying the
         // weights of its first chunks.
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &whole, first1, warp, 0, 1, step1);
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &whole, first1, warp, 0, 1, step1, true);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2, false);
     } else {
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &plan, first2, q, kp, ks, step2);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &plan, first2, q, kp, ks, step2, true);
     }
+    trace::exit(kind::<FC1>());
 }
 
 /// One phase of the kernel: this warp (warp `kp` of group `q` of its block,
@@ -731,6 +755,7 @@ unsafe fn phase<
     kp: u32,
     ks: u32,
     tstep: u32,
+    traced: bool,
 ) {
     const { assert!(S >= 2 && S <= 4) };
     let plan = *plan;
@@ -775,6 +800,7 @@ unsafe fn phase<
         });
         if !G::ON {
             griddep_wait();
+            trace::waited(TraceKernel::Fc2);
         }
         griddep_launch_dependents();
         let mut waited = GATE_NONE;
@@ -810,6 +836,15 @@ unsafe fn phase<
     // Partial tile of group q's warp kp (1..ks): [q * (ks - 1) + kp - 1][acc][lane].
     let at = |kp: u32, i: u32| red + 4 * (((q * (ks - 1) + kp - 1) * nacc + i) * 32 + lane);
     let mut task = first;
+    // `trace` builds: when the first chunk's data has landed (the wait the
+    // chunk loop's first step makes).
+    #[cfg(moe4_exp = "trace")]
+    if traced && first < plan.tasks && n_my > 0 {
+        cp_async_wait_dyn(S - 2);
+        trace::first_data(kind::<FC1>());
+    }
+    #[cfg(not(moe4_exp = "trace"))]
+    let _ = traced;
     // Block-uniform: the block has a task in this round.
     while task - q < plan.tasks {
         // Only a group's first warp runs the epilogue.

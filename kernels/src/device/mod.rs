@@ -13,6 +13,7 @@
 //! | `w4a4_wg` | `w4a4_gemm_wg_*`: the W4A4 GEMM on `wgmma` s8 (sm_90a builds) |
 //! | [`smoke`] | `smoke_*`: single-instruction checks against the CPU |
 //! | [`peak`] | `peak_*`: tensor-core rate microbenchmarks |
+//! | [`trace`] | (no kernels) the `moe4_exp = "trace"` builds' timeline notes |
 //! | [`util`] | `moe4_fill`: device-side random fill for benchmarks; `moe4_read_floor`: the decode benchmark's floor |
 
 /// `unroll!(N, |i| body)`: `body` for `i = 0, 1, .., N - 1` (N <= 8) as
@@ -83,6 +84,7 @@ pub mod prefill;
 pub mod prefill_wg;
 pub mod route;
 pub mod smoke;
+pub mod trace;
 pub mod util;
 pub mod w4a4;
 #[cfg(moe4_arch = "sm_90a")]

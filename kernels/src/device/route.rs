@@ -36,9 +36,11 @@
 //! of [`crate::launch::ROUTE_BLOCK_THREADS`].
 
 use super::arch::*;
+use super::trace;
 use crate::groups;
 use crate::launch::{FC_ROUTE_GROUP, FC_RT_COUNTS, FC_RT_FLAGS, FC_RT_GROUPS, FC_RT_IDS, FC_RT_ROWS, FC_RT_WEIGHTS};
 use crate::params::{FcParams, RouteParams};
+use crate::trace::TraceKernel;
 
 /// The routing kernel.
 ///
@@ -50,7 +52,9 @@ use crate::params::{FcParams, RouteParams};
 pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     // Programmatic dependent launch: the previous kernel in the stream is
     // complete (its writes visible) after this; then let the next launch.
+    trace::entry(TraceKernel::Route);
     griddep_wait();
+    trace::waited(TraceKernel::Route);
     griddep_launch_dependents();
     let t = tid();
     let nt = bdim();
@@ -99,6 +103,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         }
         i += nt;
     }
+    trace::exit(TraceKernel::Route);
 }
 
 /// Step 2 for expert `tid()` (all threads of the block call it, `bdim() >=
@@ -195,7 +200,9 @@ fn block_pairs(p: &RouteParams) -> (u32, u32) {
 /// dynamic shared memory.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
+    trace::entry(TraceKernel::RouteCount);
     griddep_wait();
+    trace::waited(TraceKernel::RouteCount);
     griddep_launch_dependents();
     let (t, nt) = (tid(), bdim());
     let cnt = smem();
@@ -214,6 +221,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
         stg_u32(row + 4 * e as u64, lds(cnt + 4 * e));
         e += nt;
     }
+    trace::exit(TraceKernel::RouteCount);
 }
 
 /// Multi-block routing, step 2: per expert (one per thread), the running
@@ -229,7 +237,9 @@ pub unsafe extern "ptx-kernel" fn moe_route_count(p: RouteParams) {
 /// shared memory.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
+    trace::entry(TraceKernel::RouteScan);
     griddep_wait();
+    trace::waited(TraceKernel::RouteScan);
     griddep_launch_dependents();
     let t = tid();
     let blocks = route_blocks(&p);
@@ -264,6 +274,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
     stg_u32_if(ex, first, mine);
     stg_u32_if(ex + 4, gstart, mine);
     stg_u32_if(ex + 8, count, mine);
+    trace::exit(TraceKernel::RouteScan);
 }
 
 /// Multi-block routing, step 3: block `b`'s pairs take the next free slot
@@ -275,7 +286,9 @@ pub unsafe extern "ptx-kernel" fn moe_route_scan(p: RouteParams) {
 /// As [`moe_route_count`], after [`moe_route_scan`].
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
+    trace::entry(TraceKernel::RouteScatter);
     griddep_wait();
+    trace::waited(TraceKernel::RouteScatter);
     griddep_launch_dependents();
     let (t, nt) = (tid(), bdim());
     let blocks = route_blocks(&p);
@@ -308,6 +321,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_scatter(p: RouteParams) {
         }
         i += nt;
     }
+    trace::exit(TraceKernel::RouteScatter);
 }
 
 /// Where the column-group tables go: global memory (the routing kernels)
