@@ -269,6 +269,32 @@ pub fn decode(
     Ok(r.into_iter().filter_map(|(_, x)| x).collect())
 }
 
+/// [`decode`] under `tuning` instead of the defaults (`moe4 bench decode
+/// --tuning ...`); a point it cannot run is an error.
+pub fn decode_tuned(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    ms: &[usize],
+    copy_gbps: f64,
+    tuning: Tuning,
+) -> Result<Vec<DecodeResult>> {
+    // The same layer, routings and timing as `decode` (one variant).
+    let r = decode_variants(gpu, stream, shape, ms, copy_gbps, &[("tuned", Some(tuning))])?;
+    r.into_iter()
+        .zip(ms)
+        .map(|((_, x), m)| {
+            x.ok_or_else(|| {
+                crate::error::unsupported(
+                    "the tuning",
+                    format!("{tuning:?}"),
+                    format!("cannot run {} at M = {m}", shape.name),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Times the decode layer for `shape` at each `m` under each tuning
 /// (`None` = the defaults); a variant that does not exist for a point
 /// (e.g. a pipeline depth built only for one column tile) gives `None`.

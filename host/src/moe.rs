@@ -243,6 +243,56 @@ pub struct Tuning {
 }
 
 impl Tuning {
+    /// These settings with some changed by `spec`: `key=value` pairs,
+    /// comma-separated, a key being a field's name (`nt=2,wide=false`).
+    /// Values: `true`/`false` for the flags, a number for the counts, and
+    /// for the `Option` fields also `auto` (`None`: the rule the field's
+    /// documentation gives). For a benchmark's command line (`moe4 bench
+    /// decode --tuning ...`): one program can then time two settings
+    /// against each other.
+    pub fn with(mut self, spec: &str) -> Result<Tuning> {
+        for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) =
+                item.split_once('=').ok_or_else(|| unsupported("tuning setting", item, "must be key=value"))?;
+            let bad = |limit: &str| unsupported(format!("tuning value of {key}"), value, limit.to_string());
+            let flag = || match value {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(bad("must be true or false")),
+            };
+            let num = || value.parse::<u32>().map_err(|_| bad("must be a whole number"));
+            let opt_flag = || if value == "auto" { Ok(None) } else { flag().map(Some) };
+            let opt_num = || if value == "auto" { Ok(None) } else { num().map(Some) };
+            match key {
+                "pdl" => self.pdl = flag()?,
+                "wide" => self.wide = opt_flag()?,
+                "load_only" => self.load_only = flag()?,
+                "nt" => self.nt = opt_num()?.map(|n| n as usize),
+                "task_rows" => self.task_rows = opt_num()?,
+                "launches" => self.launches = num()?,
+                "wgmma" => self.wgmma = flag()?,
+                "wgmma_cols" => self.wgmma_cols = opt_num()?,
+                "narrow_tail" => self.narrow_tail = flag()?,
+                "route_blocks_from" => self.route_blocks_from = opt_num()?.map(|n| n as usize),
+                "fc_blocks" => self.fc_blocks = opt_num()?,
+                "fc_route_pairs" => self.fc_route_pairs = opt_num()?,
+                "y16" => self.y16 = flag()?,
+                "fc2_slices" => self.fc2_slices = opt_num()?,
+                "w6" => self.w6 = opt_flag()?,
+                "deps" => self.deps = opt_flag()?,
+                _ => {
+                    return Err(unsupported(
+                        "tuning setting",
+                        key,
+                        "is not one of pdl, wide, load_only, nt, task_rows, launches, wgmma, wgmma_cols, \
+                         narrow_tail, route_blocks_from, fc_blocks, fc_route_pairs, y16, fc2_slices, w6, deps",
+                    ))
+                }
+            }
+        }
+        Ok(self)
+    }
+
     /// What `forward` runs on `gpu` unless told otherwise.
     pub fn defaults(gpu: &crate::Gpu) -> Tuning {
         Tuning {
@@ -859,6 +909,45 @@ impl MoeWeights {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn some_tuning() -> Tuning {
+        Tuning {
+            pdl: true,
+            wide: None,
+            load_only: false,
+            nt: None,
+            task_rows: None,
+            launches: 4,
+            wgmma: true,
+            wgmma_cols: None,
+            narrow_tail: true,
+            route_blocks_from: None,
+            fc_blocks: None,
+            fc_route_pairs: None,
+            y16: true,
+            fc2_slices: None,
+            w6: None,
+            deps: None,
+        }
+    }
+
+    #[test]
+    fn tuning_settings_from_text() {
+        let t = some_tuning().with("nt=2, wide=false,pdl=false,fc_blocks=132,deps=auto").unwrap();
+        assert_eq!(t.nt, Some(2));
+        assert_eq!(t.wide, Some(false));
+        assert!(!t.pdl);
+        assert_eq!(t.fc_blocks, Some(132));
+        assert_eq!(t.deps, None);
+        assert_eq!(t.with("nt=auto").unwrap().nt, None);
+        assert_eq!(some_tuning().with("").unwrap().launches, 4);
+        for (bad, names) in
+            [("nt", "nt"), ("frobs=1", "frobs"), ("pdl=yes", "yes"), ("nt=-1", "-1"), ("launches=auto", "auto")]
+        {
+            let e = some_tuning().with(bad).unwrap_err().to_string();
+            assert!(e.contains(names), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn task_rows_follow_the_measurements() {

@@ -4,7 +4,8 @@
 //! moe4 demo                      quantize a random Qwen3-30B-A3B layer, report its error
 //! moe4 smoke                     single-instruction GPU checks against the CPU
 //! moe4 bench <decode|prefill|w4a4|peak|tune|route|timeline|all> [--quick] [--json FILE]
-//!            [--shape NAME[,NAME]] [--m N[,N]]
+//!            [--shape NAME[,NAME]] [--m N[,N]] [--tuning KEY=VALUE[,...]]
+//!                                (--tuning: decode under those settings, see Tuning::with)
 //!                                (timeline: where each kernel of a decode call starts,
 //!                                waits and ends; needs a `trace` build in MOE4_PTX_FILE)
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
@@ -245,8 +246,18 @@ fn bench_cmd(args: &[String]) -> Res {
         let copy = bench::copy_bandwidth(&stream)?;
         let ms = sizes(if quick { vec![1, 16, 64] } else { vec![1, 2, 4, 8, 16, 32, 64] });
         let mut all = Vec::new();
+        // `--tuning key=value,...`: every point under those settings
+        // (moe4::Tuning::with), e.g. to time a host rule against the
+        // defaults with one program.
+        let tuning = flag(args, "--tuning").map(|t| moe4::Tuning::defaults(&gpu).with(t)).transpose()?;
+        if let Some(t) = &tuning {
+            println!("# tuning: {t:?}");
+        }
         for s in &shapes {
-            let r = bench::decode(&gpu, &stream, *s, &ms, copy)?;
+            let r = match tuning {
+                Some(t) => bench::decode_tuned(&gpu, &stream, *s, &ms, copy, t)?,
+                None => bench::decode(&gpu, &stream, *s, &ms, copy)?,
+            };
             for x in &r {
                 eprintln!(
                     "  {} M={} {:.1} us {:.0} GB/s ({:.2}); floor {:.1} us ({:.2})",
