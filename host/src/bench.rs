@@ -257,30 +257,18 @@ pub(crate) fn forward_calls(
     Ok(())
 }
 
-/// Times the decode layer for `shape` at each `m`.
+/// Times the decode layer for `shape` at each `m`, under `tuning` (`moe4
+/// bench decode --tuning ...`; a point it cannot run is an error) or the
+/// defaults (`None`). Either way the same layer, routings and timing.
 pub fn decode(
     gpu: &Arc<Gpu>,
     stream: &Arc<CudaStream>,
     shape: Shape,
     ms: &[usize],
     copy_gbps: f64,
+    tuning: Option<Tuning>,
 ) -> Result<Vec<DecodeResult>> {
-    let r = decode_variants(gpu, stream, shape, ms, copy_gbps, &[("default", None)])?;
-    Ok(r.into_iter().filter_map(|(_, x)| x).collect())
-}
-
-/// [`decode`] under `tuning` instead of the defaults (`moe4 bench decode
-/// --tuning ...`); a point it cannot run is an error.
-pub fn decode_tuned(
-    gpu: &Arc<Gpu>,
-    stream: &Arc<CudaStream>,
-    shape: Shape,
-    ms: &[usize],
-    copy_gbps: f64,
-    tuning: Tuning,
-) -> Result<Vec<DecodeResult>> {
-    // The same layer, routings and timing as `decode` (one variant).
-    let r = decode_variants(gpu, stream, shape, ms, copy_gbps, &[("tuned", Some(tuning))])?;
+    let r = decode_variants(gpu, stream, shape, ms, copy_gbps, &[("decode", tuning)])?;
     r.into_iter()
         .zip(ms)
         .map(|((_, x), m)| {

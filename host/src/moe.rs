@@ -243,6 +243,26 @@ pub struct Tuning {
 }
 
 impl Tuning {
+    /// The settings [`Tuning::with`] takes: the fields' names.
+    pub const KEYS: [&'static str; 16] = [
+        "pdl",
+        "wide",
+        "load_only",
+        "nt",
+        "task_rows",
+        "launches",
+        "wgmma",
+        "wgmma_cols",
+        "narrow_tail",
+        "route_blocks_from",
+        "fc_blocks",
+        "fc_route_pairs",
+        "y16",
+        "fc2_slices",
+        "w6",
+        "deps",
+    ];
+
     /// These settings with some changed by `spec`: `key=value` pairs,
     /// comma-separated, a key being a field's name (`nt=2,wide=false`).
     /// Values: `true`/`false` for the flags, a number for the counts, and
@@ -284,8 +304,7 @@ impl Tuning {
                     return Err(unsupported(
                         "tuning setting",
                         key,
-                        "is not one of pdl, wide, load_only, nt, task_rows, launches, wgmma, wgmma_cols, \
-                         narrow_tail, route_blocks_from, fc_blocks, fc_route_pairs, y16, fc2_slices, w6, deps",
+                        format!("is not one of {}", Tuning::KEYS.join(", ")),
                     ))
                 }
             }
@@ -947,6 +966,13 @@ mod tests {
             let e = some_tuning().with(bad).unwrap_err().to_string();
             assert!(e.contains(names), "{bad}: {e}");
         }
+        // Every key is taken (with a value of its kind), and named in the
+        // error for an unknown one.
+        for key in Tuning::KEYS {
+            let ok = ["true", "1", "auto"].iter().any(|v| some_tuning().with(&format!("{key}={v}")).is_ok());
+            assert!(ok, "{key}");
+        }
+        assert!(some_tuning().with("x=1").unwrap_err().to_string().contains(&Tuning::KEYS.join(", ")));
     }
 
     #[test]

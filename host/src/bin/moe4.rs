@@ -254,10 +254,7 @@ fn bench_cmd(args: &[String]) -> Res {
             println!("# tuning: {t:?}");
         }
         for s in &shapes {
-            let r = match tuning {
-                Some(t) => bench::decode_tuned(&gpu, &stream, *s, &ms, copy, t)?,
-                None => bench::decode(&gpu, &stream, *s, &ms, copy)?,
-            };
+            let r = bench::decode(&gpu, &stream, *s, &ms, copy, tuning)?;
             for x in &r {
                 eprintln!(
                     "  {} M={} {:.1} us {:.0} GB/s ({:.2}); floor {:.1} us ({:.2})",
