@@ -335,6 +335,26 @@ impl Tuning {
     }
 }
 
+/// The kernels count their tasks (column group x weight rows) in 32 bits,
+/// with room above for a step past the last one: at most 2^31 for a call
+/// of `pairs` (token, expert) pairs. A decode call has at most `pairs +
+/// experts` column groups (each expert's last one may be partly empty) of
+/// 32-row tasks over FC1's 2 I rows or FC2's H; the prefill tiles are
+/// larger. Reached only with layers far beyond today's models (I of 32768
+/// at 2^20 pairs) and workspaces of hundreds of GB; an error, not a wrap.
+pub fn check_task_count(pairs: usize, experts: usize, hidden: usize, inter: usize) -> Result<()> {
+    let groups = (pairs + experts) as u64;
+    let tasks = groups * ((2 * inter).max(hidden) / 32) as u64;
+    if tasks >= 1 << 31 {
+        return Err(unsupported(
+            "(max_tokens * top-k + experts) x weight rows / 32",
+            tasks,
+            "must be below 2^31 (the kernels' 32-bit task indices)",
+        ));
+    }
+    Ok(())
+}
+
 impl Workspace {
     /// Scratch for `weights` and calls of up to `max_tokens` tokens with
     /// `topk` experts each.
@@ -350,6 +370,7 @@ impl Workspace {
                 format!("one call routes at most {MAX_PAIRS} (token, expert) pairs"),
             ));
         }
+        check_task_count(pairs, weights.experts, weights.hidden, weights.inter)?;
         // Column-group tables: each active expert's last group may be
         // partly empty (up to MAX_GROUP - 1 unused columns).
         let group_slots = pairs + pairs.min(weights.experts) * (MAX_GROUP - 1);
@@ -973,6 +994,19 @@ mod tests {
             assert!(ok, "{key}");
         }
         assert!(some_tuning().with("x=1").unwrap_err().to_string().contains(&Tuning::KEYS.join(", ")));
+    }
+
+    #[test]
+    fn task_counts_stay_in_32_bits() {
+        // The largest routing with today's largest layers.
+        check_task_count(MAX_PAIRS, 512, 7168, 14336).unwrap();
+        check_task_count(MAX_PAIRS, 512, 32768, 16384).unwrap();
+        for (h, i) in [(64, 1 << 20), (1 << 20, 64), (65536, 64)] {
+            let e = check_task_count(MAX_PAIRS, 512, h, i).unwrap_err().to_string();
+            assert!(e.contains("2^31"), "{e}");
+        }
+        // The largest sizes on a small call.
+        check_task_count(64, 512, 1 << 20, 1 << 20).unwrap();
     }
 
     #[test]
