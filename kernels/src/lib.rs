@@ -16,6 +16,7 @@
 //! | in-register E2M1 decode (bit layout of a packed word) | [`decode`] |
 //! | the kernels' weight tile layout (who holds which k) | [`tile`] |
 //! | column groups: wide and narrow, their table offsets | [`groups`] |
+//! | division by a kernel-wide divisor (reciprocal, multiply-high) | [`fastdiv`] |
 //! | kernel parameter structs shared with the host | [`params`] |
 //! | launch geometry (threads, shared memory) | [`launch`] |
 //! | the timeline buffer of `trace` builds | [`trace`] |
@@ -26,6 +27,7 @@
 pub mod decode;
 pub mod e2m1;
 pub mod e4m3;
+pub mod fastdiv;
 pub mod groups;
 pub mod int4;
 pub mod launch;

@@ -67,6 +67,8 @@ use super::arch::*;
 use super::route::route_in_block;
 use super::trace;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
+#[cfg(moe4_exp = "fdiv")]
+use crate::fastdiv::{div_by, reciprocal};
 #[cfg(moe4_exp = "w6")]
 use crate::launch::fc_split_div;
 use crate::launch::{
@@ -230,7 +232,54 @@ struct Plan {
     nchunks: u32,
     /// Tasks in all.
     tasks: u32,
+    /// `moe4_exp = "fdiv"` builds: the reciprocals of `tpe` and top-k for
+    /// [`Plan::group`] and [`Plan::token`].
+    #[cfg(moe4_exp = "fdiv")]
+    tpe_inv: u32,
+    #[cfg(moe4_exp = "fdiv")]
+    topk_inv: u32,
 }
+
+impl Plan {
+    #[inline(always)]
+    fn new(tpe: u32, nchunks: u32, tasks: u32, topk: u32) -> Plan {
+        #[cfg(moe4_exp = "fdiv")]
+        let plan = Plan { tpe, nchunks, tasks, tpe_inv: reciprocal(tpe), topk_inv: reciprocal(topk) };
+        #[cfg(not(moe4_exp = "fdiv"))]
+        let plan = {
+            let _ = topk;
+            Plan { tpe, nchunks, tasks }
+        };
+        plan
+    }
+
+    /// The token of `pair` (`pair / topk`; `moe4_exp = "fdiv"` builds: by
+    /// [`div_by`]).
+    #[inline(always)]
+    fn token(&self, pair: u32, topk: u32) -> u32 {
+        #[cfg(moe4_exp = "fdiv")]
+        let t = div_by(pair, topk, self.topk_inv);
+        #[cfg(not(moe4_exp = "fdiv"))]
+        let t = pair / topk;
+        t
+    }
+
+    /// The column group of `task` (`task / tpe`): in `moe4_exp = "fdiv"`
+    /// builds by [`div_by`] (each task switch divides by `tpe` several
+    /// times; a u32 division is ~20 instructions of software).
+    #[inline(always)]
+    fn group(&self, task: u32) -> u32 {
+        #[cfg(moe4_exp = "fdiv")]
+        let g = div_by(task, self.tpe, self.tpe_inv);
+        #[cfg(not(moe4_exp = "fdiv"))]
+        let g = task / self.tpe;
+        g
+    }
+}
+
+// The sliced FC2's producers step by any slice count, not a power of two.
+#[cfg(all(moe4_exp = "fdiv", moe4_exp = "fc2sl"))]
+compile_error!("moe4_exp = \"fdiv\" assumes power-of-two chunk steps; it does not combine with \"fc2sl\"");
 
 /// What the producer needs of a task, loaded one task ahead: the expert
 /// and this lane's column pairs (`u32::MAX` past the group's last pair).
@@ -256,7 +305,7 @@ unsafe fn table<const RT: bool>(global: u64, rt: u32) -> u32 {
 unsafe fn load_rec<const NT: usize, const RT: bool>(p: &FcParams, plan: &Plan, task: u32) -> Rec<NT> {
     let mut r = Rec { e: 0, pairs: [u32::MAX; NT] };
     if task < plan.tasks {
-        let gi = task / plan.tpe;
+        let gi = plan.group(task);
         let g = (tid() % 32) / 4;
         r.e = table::<RT>(p.groups + 16 * gi as u64, FC_RT_GROUPS + 16 * gi);
         unroll!(NT, |j| {
@@ -284,7 +333,7 @@ unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool>(p: &FcParam
     if task >= plan.tasks {
         return x;
     }
-    let gi = task / plan.tpe;
+    let gi = plan.group(task);
     let rec = p.groups + 16 * gi as u64;
     x.e = table::<RT>(rec, FC_RT_GROUPS + 16 * gi);
     x.n_grp = table::<RT>(rec + 8, FC_RT_GROUPS + 16 * gi + 8);
@@ -444,13 +493,19 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             return;
         }
         self.c = self.c0;
-        #[cfg(not(moe4_exp = "w6"))]
+        // (`fdiv` builds: `cstep` is a power of two here, the K split's
+        // group size, so the division is a shift.)
+        #[cfg(all(not(moe4_exp = "w6"), not(moe4_exp = "fdiv")))]
         {
             self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
         }
+        #[cfg(all(not(moe4_exp = "w6"), moe4_exp = "fdiv"))]
+        {
+            self.left = (plan.nchunks - self.c0 + self.cstep - 1) >> self.cstep.trailing_zeros();
+        }
         let lane = tid() % 32;
         let (g, t) = (lane / 4, lane % 4);
-        let gi = self.task / plan.tpe;
+        let gi = plan.group(self.task);
         let r = self.task - gi * plan.tpe;
         // The first of the task's `MT / 2` layout tasks (the others follow,
         // `nchunks` chunks apart).
@@ -463,7 +518,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             let row = if empty {
                 0
             } else if FC1 {
-                rec.pairs[j] / p.topk
+                plan.token(rec.pairs[j], p.topk)
             } else {
                 gi * 8 * NT as u32 + 8 * j as u32 + g
             };
@@ -561,7 +616,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
                 self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
                 self.point::<FC1>(p, plan, &rec);
                 if G::ON && !FC1 && self.valid(plan) && g.get() != GATE_ALL {
-                    g.set(self.task / plan.tpe);
+                    g.set(plan.group(self.task));
                 }
             }
         }
@@ -596,7 +651,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
     task: u32,
     epi: &Epi<NT>,
 ) {
-    let gi = task / plan.tpe;
+    let gi = plan.group(task);
     // The first layout task (32 rows) of this task.
     let r = (task - gi * plan.tpe) * (MT / 2) as u32;
     if FC1 {
@@ -670,7 +725,7 @@ unsafe fn fc<
     let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
     // Rows are a multiple of 64: a whole number of 64-row tasks.
     let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
-    let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
+    let plan = Plan::new(tpe, p.k / KCHUNK as u32, groups * tpe, p.topk);
     trace::planned(kind::<FC1>(), plan.tasks);
     #[cfg(not(moe4_exp = "w6"))]
     let split = fc_split(plan.tasks, plan.nchunks, WB, gdim());
@@ -774,7 +829,7 @@ unsafe fn phase<
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
     let mut pf = Producer::<NT, MT, RT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
     if G::ON && !FC1 && pf.valid(&plan) {
-        g.set(pf.task / plan.tpe);
+        g.set(plan.group(pf.task));
     }
     if PRE {
         // FC2's first phase: the weights of the first S - 1 chunks (inputs
@@ -792,7 +847,7 @@ unsafe fn phase<
                 ok[d.min(2)] = true;
                 xs[d.min(2)] = pf.x_src();
                 if G::ON {
-                    gis[d.min(2)] = pf.task / plan.tpe;
+                    gis[d.min(2)] = plan.group(pf.task);
                 }
                 pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
                 pf.advance::<FC1>(p, &plan);
@@ -819,7 +874,7 @@ unsafe fn phase<
         });
         // The producer's task now: its group, unless waited for above.
         if G::ON && g.get() != GATE_ALL {
-            let now = if pf.valid(&plan) { pf.task / plan.tpe } else { GATE_NONE };
+            let now = if pf.valid(&plan) { plan.group(pf.task) } else { GATE_NONE };
             g.set(if now == waited { GATE_NONE } else { now });
         }
     } else {
@@ -858,7 +913,7 @@ unsafe fn phase<
         // branch per chunk, cost the loop 6-67 registers).
         if task < plan.tasks {
             let used = if NT > 1 {
-                let gi = task / plan.tpe;
+                let gi = plan.group(task);
                 table::<RT>(p.groups + 16 * gi as u64 + 8, FC_RT_GROUPS + 16 * gi + 8).div_ceil(8)
             } else {
                 NT as u32
@@ -981,7 +1036,7 @@ unsafe fn fc2_sliced<
     let (warp, lane) = (tid() / 32, tid() % 32);
     let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
     let tpe = p.rows / (TASK_ROWS * MT / 2) as u32;
-    let plan = Plan { tpe, nchunks: p.k / KCHUNK as u32, tasks: groups * tpe };
+    let plan = Plan::new(tpe, p.k / KCHUNK as u32, groups * tpe, p.topk);
     let n = p.slices.clamp(1, plan.nchunks.max(1));
     let used = gdim() * WB / n * n;
     let gw = bid() * WB + warp;
