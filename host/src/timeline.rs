@@ -232,6 +232,42 @@ pub fn decode_timeline(
     Ok(Timeline { shape: shape.name, m, call_us, clock_ghz: ghz[ghz.len() / 2], kernels: median_over(&reads) })
 }
 
+/// A markdown table of the gaps that matter, one row per point: when
+/// FC1's first and last warps had their first data, when its last block
+/// was done, when FC2's blocks saw FC1 complete (its release), FC2's last
+/// block done, the combine released and done (latest blocks; µs after
+/// FC1's release). A "-" where the kernel did not run.
+pub fn timeline_summary(all: &[Timeline]) -> String {
+    let mut s = String::from(
+        "| shape | M | µs/call | FC1 first data | FC1 done | FC2 released | FC2 first data | FC2 done | combine released | combine done |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    );
+    for t in all {
+        let at = |k: TraceKernel, e: usize| {
+            t.kernels
+                .iter()
+                .find(|x| x.kernel == k)
+                .and_then(|x| x.at[e])
+                .map_or("-".to_string(), |x| format!("{:.1}", x.max))
+        };
+        let _ = write!(
+            s,
+            "\n| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
+            t.shape,
+            t.m,
+            t.call_us,
+            at(TraceKernel::Fc1, 4),
+            at(TraceKernel::Fc1, 5),
+            at(TraceKernel::Fc2, 1),
+            at(TraceKernel::Fc2, 4),
+            at(TraceKernel::Fc2, 5),
+            at(TraceKernel::Combine, 1),
+            at(TraceKernel::Combine, 5),
+        );
+    }
+    s.push_str("\n\n(latest block, µs after FC1's dependency was met on the block's SM)\n");
+    s
+}
+
 /// A markdown table of timelines: per kernel and event, the earliest /
 /// median / latest block in µs after the call's inputs were ready.
 pub fn timeline_table(all: &[Timeline]) -> String {
@@ -359,6 +395,11 @@ mod tests {
         assert_eq!(m, a);
         let table = timeline_table(&[Timeline { shape: "X", m: 1, call_us: 10.0, clock_ghz: 2.0, kernels: m }]);
         assert!(table.contains("| fc2 | 2 | 384 |"), "{table}");
+        let t = Timeline { shape: "X", m: 1, call_us: 10.0, clock_ghz: 2.0, kernels: a };
+        let summary = timeline_summary(&[t]);
+        // FC1 first data (latest warp) 2.5 µs, done 6; FC2 released 7,
+        // first data 8.5, done 12; no combine.
+        assert!(summary.contains("| X | 1 | 10.0 | 2.5 | 6.0 | 7.0 | 8.5 | 12.0 | - | - |"), "{summary}");
         assert!(timeline_json(&[]).starts_with("{\"timeline\":["));
     }
 }

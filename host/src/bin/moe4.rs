@@ -328,7 +328,11 @@ fn bench_cmd(args: &[String]) -> Res {
                 all.push(t);
             }
         }
-        println!("\n## decode timeline\n\n{}", moe4::timeline::timeline_table(&all));
+        println!(
+            "\n## decode timeline\n\n{}\n{}",
+            moe4::timeline::timeline_summary(&all),
+            moe4::timeline::timeline_table(&all)
+        );
         json.push(moe4::timeline::timeline_json(&all));
     }
     if kind == "prefill" || kind == "all" {
