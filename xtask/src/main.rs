@@ -9,6 +9,7 @@
 //! | `demo` | the main job: quantize a random Qwen3-30B-A3B layer and report its error |
 //! | `bench <decode\|prefill\|w4a4\|peak\|tune\|all>` | runs `moe4 bench` (needs a GPU) |
 //! | `gpu-bundle` | builds the test and tool binaries and copies them with a run script to `.gpu/` for a GPU machine without Rust |
+//! | `sass [--ptx FILE] KERNEL..` | the SASS of the sm_90a PTX (default `host/ptx/sm_90a.ptx`; an experimental `.ptx[.gz]` with `--ptx`) through ptxas and nvdisasm (PyPI wheel `nvidia-cuda-nvdisasm`, installed into `.tools/` on first use): per kernel whose name starts with a KERNEL, its instruction count and each loop that holds MMA instructions, with its length and most frequent opcodes (the instruction budget of a kernel's main loop, measured without a GPU) |
 //! | `exp-ptx NAME CFG[,CFG..]` | builds the sm_90a PTX with `--cfg moe4_exp="CFG"` for each CFG (an experimental build), validates it as `build-ptx` does, and writes `.gpu/exp/NAME.ptx.gz` for `scripts/gpu-run.sh exp` (`gpu-bundle` keeps `.gpu/exp/`) |
 
 use std::env;
@@ -25,6 +26,9 @@ const ARCHS: &[(&str, &str, &str)] = &[
     ("sm_120a", "sm_120a", "+ptx87"),
 ];
 const PTXAS_WHEEL: &str = "nvidia-cuda-nvcc==13.0.88";
+/// nvdisasm for `sass` (the oldest CUDA 13 release on PyPI; it reads the
+/// cubins ptxas 13.0 writes).
+const NVDISASM_WHEEL: &str = "nvidia-cuda-nvdisasm==13.2.51";
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -43,8 +47,9 @@ fn main() -> ExitCode {
         }
         Some("gpu-bundle") => gpu_bundle(),
         Some("exp-ptx") if args.len() == 3 => exp_ptx(&args[1], &args[2]),
+        Some("sass") if args.len() >= 2 => sass(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <setup|build-ptx|check-ptx|test|demo|bench KIND|gpu-bundle|exp-ptx NAME CFG[,CFG..]>"
+            "usage: cargo xtask <setup|build-ptx|check-ptx|test|demo|bench KIND|gpu-bundle|exp-ptx NAME CFG[,CFG..]|sass [--ptx FILE] KERNEL..>"
                 .into(),
         ),
     };
@@ -361,6 +366,151 @@ fn ci() -> Result {
         .args(["doc", "--no-deps", "-p", "moe4", "-p", "moe4-kernels", "--quiet"]))
 }
 
+/// `sass [--ptx FILE] KERNEL..`: see the module table.
+fn sass(args: &[String]) -> Result {
+    let (ptx, kernels): (PathBuf, &[String]) = match args {
+        [flag, file, rest @ ..] if flag == "--ptx" => (PathBuf::from(file), rest),
+        rest => (root().join("host/ptx/sm_90a.ptx"), rest),
+    };
+    if kernels.is_empty() {
+        return Err("sass: name at least one kernel (a prefix of its name)".into());
+    }
+    if !ptxas_path().exists() {
+        setup()?;
+    }
+    let nvdisasm = root().join(".tools/nvdisasm/nvidia/cu13/bin/nvdisasm");
+    if !nvdisasm.exists() {
+        let py = if Command::new("python3").arg("--version").output().is_ok() { "python3" } else { "python" };
+        run(Command::new(py)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+            .arg(root().join(".tools/nvdisasm"))
+            .arg(NVDISASM_WHEEL))?;
+    }
+    let dir = root().join("target/sass");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let src = if ptx.extension().is_some_and(|e| e == "gz") {
+        let out = Command::new("gzip").arg("-dc").arg(&ptx).output().map_err(|e| format!("gzip: {e}"))?;
+        let plain = dir.join("input.ptx");
+        fs::write(&plain, out.stdout).map_err(|e| e.to_string())?;
+        plain
+    } else {
+        ptx
+    };
+    let cubin = dir.join("sm_90a.cubin");
+    run(Command::new(ptxas_path()).arg("-arch=sm_90a").arg(&src).arg("-o").arg(&cubin))?;
+    let out = Command::new(&nvdisasm).arg("-c").arg(&cubin).output().map_err(|e| format!("nvdisasm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("nvdisasm: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut found = false;
+    for (name, body) in sass_functions(&text) {
+        if !kernels.iter().any(|k| name.starts_with(k.as_str())) {
+            continue;
+        }
+        found = true;
+        let ins = sass_instructions(body);
+        println!("{name}: {} instructions", ins.ins.len());
+        for l in sass_mma_loops(&ins) {
+            let top: Vec<String> = l.ops.iter().take(16).map(|(op, n)| format!("{op} {n}")).collect();
+            println!("  loop [{}..{}]: {} instructions, {} MMA: {}", l.start, l.end, l.len, l.mma, top.join(", "));
+        }
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(format!("sass: no kernel starts with {kernels:?}"))
+    }
+}
+
+/// The functions of nvdisasm's output: (name, text up to the next one).
+fn sass_functions(text: &str) -> Vec<(&str, &str)> {
+    let mut starts: Vec<(usize, &str)> = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if let Some(name) = line.trim().strip_prefix(".text.").and_then(|r| r.strip_suffix(':')) {
+            starts.push((at, name));
+        }
+        at += line.len();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, name))| (name, &text[a..starts.get(i + 1).map_or(text.len(), |s| s.0)]))
+        .collect()
+}
+
+/// A function's instructions (the text between an address comment and the
+/// `;`) and, for each label line, the index of the instruction after it.
+struct Sass {
+    ins: Vec<String>,
+    labels: Vec<(String, usize)>,
+}
+
+fn sass_instructions(body: &str) -> Sass {
+    let mut ins = Vec::new();
+    let mut labels = Vec::new();
+    for line in body.lines() {
+        let t = line.trim();
+        if let Some(l) = t.strip_suffix(':').filter(|l| l.starts_with(".L_")) {
+            labels.push((l.to_string(), ins.len()));
+        } else if let Some(rest) = t.strip_prefix("/*").and_then(|r| r.split_once("*/")) {
+            if rest.0.chars().all(|c| c.is_ascii_hexdigit()) && !rest.0.is_empty() {
+                let i = rest.1.trim();
+                if let Some(i) = i.split(';').next().filter(|i| !i.is_empty()) {
+                    ins.push(i.trim().to_string());
+                }
+            }
+        }
+    }
+    Sass { ins, labels }
+}
+
+/// A loop (a branch back to a label) holding MMA instructions.
+struct SassLoop {
+    start: usize,
+    end: usize,
+    len: usize,
+    mma: usize,
+    ops: Vec<(String, usize)>,
+}
+
+/// The opcode of an instruction, without its guard and modifiers.
+fn sass_opcode(i: &str) -> &str {
+    let i = if i.starts_with('@') { i.split_once(' ').map_or(i, |x| x.1.trim_start()) } else { i };
+    i.split([' ', '.']).next().unwrap_or(i)
+}
+
+fn sass_mma_loops(s: &Sass) -> Vec<SassLoop> {
+    let mut loops = Vec::new();
+    for (end, i) in s.ins.iter().enumerate() {
+        if sass_opcode(i) != "BRA" {
+            continue;
+        }
+        let Some(target) = i.split('(').nth(1).and_then(|r| r.split(')').next()) else { continue };
+        let Some(&(_, start)) = s.labels.iter().find(|(l, _)| l == target) else { continue };
+        if start > end {
+            continue;
+        }
+        let body = &s.ins[start..=end];
+        let mma = body.iter().filter(|i| ["HMMA", "HGMMA", "IMMA", "IGMMA"].contains(&sass_opcode(i))).count();
+        if mma == 0 {
+            continue;
+        }
+        let mut ops: Vec<(String, usize)> = Vec::new();
+        for i in body {
+            let op = sass_opcode(i);
+            match ops.iter_mut().find(|(o, _)| o == op) {
+                Some(e) => e.1 += 1,
+                None => ops.push((op.to_string(), 1)),
+            }
+        }
+        ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        loops.push(SassLoop { start, end, len: body.len(), mma, ops });
+    }
+    loops
+}
+
 fn gpu_bundle() -> Result {
     let dir = root().join(".gpu");
     // Everything but the experimental PTX (`exp-ptx`) goes.
@@ -436,6 +586,21 @@ mod tests {
         let out = super::add_launch_bounds(ptx, &["trace"]);
         assert!(out.contains("moe_fc2_bf16_nt2(\n)\n.maxntid 128, 1, 1\n.minnctapersm 4\n{"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1);
+    }
+
+    #[test]
+    fn finds_the_mma_loops_of_sass() {
+        let text = "\t.text.k1:\n        /*0000*/   MOV R1, c[0x0][0x28] ;\n.L_x_1:\n        /*0010*/   LOP3.LUT R2, R2, 0xf, RZ, 0xc0, !PT ;\n        /*0020*/   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;\n        /*0030*/   @P0 BRA `(.L_x_1) ;\n        /*0040*/   EXIT ;\n\t.text.k2:\n        /*0000*/   EXIT ;\n";
+        let f = super::sass_functions(text);
+        assert_eq!(f.iter().map(|x| x.0).collect::<Vec<_>>(), ["k1", "k2"]);
+        let s = super::sass_instructions(f[0].1);
+        assert_eq!(s.ins.len(), 5);
+        let l = super::sass_mma_loops(&s);
+        assert_eq!(l.len(), 1);
+        assert_eq!((l[0].start, l[0].end, l[0].len, l[0].mma), (1, 3, 3, 1));
+        assert_eq!(super::sass_opcode("@P0 BRA `(.L_x_1)"), "BRA");
+        assert!(l[0].ops.contains(&("LOP3".to_string(), 1)));
+        assert!(super::sass_mma_loops(&super::sass_instructions(f[1].1)).is_empty());
     }
 
     #[test]
