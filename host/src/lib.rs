@@ -14,6 +14,8 @@
 //! - [`quant`], [`nvfp4`]: CPU quantizers and layout converters;
 //!   [`mod@reference`]: the f64 CPU references every GPU result is checked
 //!   against.
+//! - [`mod@bench`], [`timeline`]: the benchmarks behind `moe4 bench`, and the
+//!   decode call's per-kernel timeline from a `trace` build.
 //!
 //! ```no_run
 //! use moe4::{Activation, Gpu, MoeWeights, Workspace, quant::quantize_nvfp4, nvfp4::Nvfp4Moe};
