@@ -422,6 +422,14 @@ fn tuning_variants_against_the_reference() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
+    // Column tiles other than 1, 2 and 4 (no kernels): an error naming
+    // the value, before any launch.
+    for nt in [0, 3, 8] {
+        *ws.tuning_mut() = moe4::Tuning { nt: Some(nt), ..d };
+        let c = case(&mut rng, &layer, &format!("NT={nt}"), 5, topk);
+        let err = forward_err(&w, &mut ws, &s, &c).to_string();
+        assert!(err.contains("column tiles") && err.contains(&nt.to_string()), "{err}");
+    }
 }
 
 /// FC2 reading each column group's h once FC1 has finished that group

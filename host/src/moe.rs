@@ -168,8 +168,8 @@ pub struct Tuning {
     /// Run the decode FC kernels' loads-only variant (wrong results; bf16,
     /// one column tile, default depth): the memory side alone.
     pub load_only: bool,
-    /// Column tiles of the decode FC kernels (`None`: from the mean pairs
-    /// per expert).
+    /// Column tiles of the decode FC kernels, 1, 2 or 4 (`None`: from the
+    /// mean pairs per expert; another value is an error).
     pub nt: Option<usize>,
     /// Weight rows per decode task with two or four column tiles: 32, or
     /// 64 (each warp two tasks of the layout, whose activations it reads
@@ -585,6 +585,9 @@ impl MoeWeights {
         let (ready, _r) = ws.ready.device_ptr_mut(stream);
         let pairs = (m * k) as u32;
         let nt = tune.nt.unwrap_or_else(|| column_tiles(m * k, e));
+        if !matches!(nt, 1 | 2 | 4) {
+            return Err(unsupported("decode column tiles", nt, "must be 1, 2 or 4"));
+        }
         if let Some(r) = tune.task_rows.filter(|r| *r != 32 && *r != 64) {
             return Err(unsupported("decode task rows", r, "must be 32 or 64"));
         }
