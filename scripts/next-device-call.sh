@@ -4,12 +4,14 @@
 #         decode tests, sanitizers and three alternating rounds of the full
 #         decode bench against the bundle's own PTX (same host binary).
 # PART=2: two host rules A/B'd with one program (`bench decode --tuning`),
-#         the trace build's decode tests, the fdiv build's sanitizers.
+#         the trace build's decode tests, the fdiv build's sanitizers, and
+#         the n256 build's wgmma m64n256k16 smoke check (issue 5's tile).
 # Before the calls (here):
 #   cargo xtask gpu-bundle            # wait for it to return
 #   cargo xtask exp-ptx decode-deps deps
 #   cargo xtask exp-ptx decode-trace trace
 #   cargo xtask exp-ptx decode-fdiv fdiv
+#   cargo xtask exp-ptx n256 n256
 #   cp scripts/next-device-call.sh .gpu/run.sh
 # On the device (carry .gpu):  OUT=$OUT PART=1 bash .gpu/run.sh  (then PART=2)
 # Afterwards: python3 scripts/ab-steps.py $OUT/all.log own  (the A/B table).
@@ -18,6 +20,7 @@ C=$(dirname "$0")
 . scripts/steps.sh
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
+gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -58,5 +61,8 @@ else
   run info-fdiv 120 $F /tmp/b1/moe4 info
   run memcheck-fdiv 90 $F "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run racecheck-fdiv 90 $F "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  # 5. m64n256k16 from registers x a 256-row swizzled B: the 128 x 256
+  #    prefill tile's instruction, against the CPU (issue 5's lead).
+  run smoke-n256 120 env MOE4_PTX_FILE=/tmp/n256.ptx /tmp/b1/moe4 smoke
 fi
 echo "=== done in $(( $(date +%s) - T0 )) s" | tee -a "$S"

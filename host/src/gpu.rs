@@ -337,8 +337,25 @@ impl Gpu {
         threads: u32,
         args: &[&dyn ArgRef],
     ) -> Result<()> {
+        self.launch_args_smem(stream, name, grid, threads, 0, args)
+    }
+
+    /// [`Gpu::launch_args`] with `smem` bytes of dynamic shared memory (at
+    /// most 48 KiB: no opt-in attribute is set).
+    ///
+    /// # Safety
+    /// As [`Gpu::launch_args`].
+    pub(crate) unsafe fn launch_args_smem(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        smem: u32,
+        args: &[&dyn ArgRef],
+    ) -> Result<()> {
         let f = self.func(name)?;
-        let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
         let mut b = stream.launch_builder(&f.f);
         let vals: Vec<u64> = args.iter().map(|a| a.bits()).collect();
         let sizes: Vec<bool> = args.iter().map(|a| a.is_u32()).collect();

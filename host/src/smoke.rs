@@ -188,6 +188,37 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
     }
     checks.push(Check { name: "E2M1 x E4M3 dequant, bf16 path (all codes x scales)", mismatches: bad_b, total });
     checks.push(Check { name: "E2M1 x E4M3 dequant, f16 path (all codes x scales)", mismatches: bad_f, total });
+    // wgmma m64n256k16 (builds with `moe4_exp = "n256"`, sm_90a): A from
+    // registers, B by a 128-byte-swizzled descriptor over 256 rows; small
+    // integers, exact in f32.
+    if gpu.has_kernel("smoke_wgmma_n256_bf16") {
+        let av: Vec<i32> = (0..64 * 16).map(|_| (rng.next() % 9) as i32 - 4).collect();
+        let bv: Vec<i32> = (0..256 * 16).map(|_| (rng.next() % 9) as i32 - 4).collect();
+        let pack = |v: &[i32]| -> Vec<u32> {
+            let h = |x: i32| bf16::from_f32(x as f32).to_bits() as u32;
+            v.chunks(2).map(|p| h(p[0]) | h(p[1]) << 16).collect()
+        };
+        let (a, b) = (s.clone_htod(&pack(&av))?, s.clone_htod(&pack(&bv))?);
+        let d = s.alloc_zeros::<f32>(64 * 256)?;
+        let args: [&dyn crate::gpu::ArgRef; 3] = [&ptr(&a, &s), &ptr(&b, &s), &ptr(&d, &s)];
+        // SAFETY: one warpgroup; A 64x8 and B 256x8 words, D 64x256 f32,
+        // 256 128-byte rows of shared memory plus alignment, as the kernel
+        // reads and writes.
+        unsafe { gpu.launch_args_smem(&s, "smoke_wgmma_n256_bf16", 1, 128, 256 * 128 + 1024, &args)? };
+        let got = s.clone_dtoh(&d)?;
+        let mut bad = 0;
+        for r in 0..64 {
+            for n in 0..256 {
+                let want = (0..16).map(|k| (av[r * 16 + k] * bv[n * 16 + k]) as f32).sum::<f32>();
+                bad += (got[r * 256 + n] != want) as usize;
+            }
+        }
+        checks.push(Check {
+            name: "wgmma m64n256k16 bf16 (A registers, B swizzled smem)",
+            mismatches: bad,
+            total: 64 * 256,
+        });
+    }
     s.synchronize()?;
     Ok(checks)
 }

@@ -143,3 +143,61 @@ pub unsafe extern "ptx-kernel" fn smoke_cvt_e2m1(out: *mut u32) {
         *out.add(i as usize) = y;
     }
 }
+
+/// One `wgmma.mma_async.m64n256k16` (`moe4_exp = "n256"` sm_90a builds):
+/// A row-major `[64][16]` (16-bit, 8 words per row) from registers in the
+/// `mma.m16n8k16` fragment layout, B stored `[256][16]` (`[n][k]`, 8
+/// words per row) copied to shared memory as 128-byte rows with the
+/// 128-byte swizzle (k-step 0: the rows' first 32 bytes), D `[64][256]`
+/// f32 (`D = A B^T`).
+///
+/// # Safety
+/// One warpgroup (128 threads); `256 * 128 + 1024` bytes of dynamic
+/// shared memory; A 64 x 8 words, B 256 x 8 words, D 64 x 256 f32.
+#[cfg(all(moe4_arch = "sm_90a", moe4_exp = "n256"))]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_wgmma_n256_bf16(a: *const u32, b: *const u32, d: *mut f32) {
+    use super::wgmma;
+    let t0 = tid();
+    let (warp, lane) = ((t0 / 32) as usize, (t0 % 32) as usize);
+    let base = (smem() + 1023) & !1023;
+    // B: row r's 16-byte piece q (q = 0, 1 hold k 0..16) at piece q ^ (r % 8)
+    // of its 128-byte row; the other pieces zero.
+    let mut r = t0;
+    while r < 256 {
+        unroll!(8, |q| {
+            let v = if q < 2 {
+                let src = b.add(8 * r as usize + 4 * q);
+                [*src, *src.add(1), *src.add(2), *src.add(3)]
+            } else {
+                [0; 4]
+            };
+            sts_v4(base + 128 * r + 16 * (q as u32 ^ (r % 8)), v);
+        });
+        r += 128;
+    }
+    wgmma::fence_proxy_async();
+    sync();
+    let (g, t) = (lane / 4, lane % 4);
+    let row = 16 * warp + g;
+    let fa = [*a.add(row * 8 + t), *a.add((row + 8) * 8 + t), *a.add(row * 8 + t + 4), *a.add((row + 8) * 8 + t + 4)];
+    let mut acc = [[0f32; 4]; 32];
+    wgmma::fence();
+    wgmma::mma_n256::<true>(&mut acc, fa, wgmma::desc_sw128(base), false);
+    wgmma::commit();
+    wgmma::wait::<0>();
+    {
+        let (lo, hi) = acc.split_at_mut(16);
+        // SAFETY (both casts): each half holds 16 column tiles.
+        wgmma::hold_f32::<16>(&mut *(lo.as_mut_ptr() as *mut [[f32; 4]; 16]));
+        wgmma::hold_f32::<16>(&mut *(hi.as_mut_ptr() as *mut [[f32; 4]; 16]));
+    }
+    unroll!(8, |j0| unroll!(4, |j1| {
+        let j = 4 * j0 + j1;
+        let col = 8 * j + 2 * t;
+        *d.add(row * 256 + col) = acc[j][0];
+        *d.add(row * 256 + col + 1) = acc[j][1];
+        *d.add((row + 8) * 256 + col) = acc[j][2];
+        *d.add((row + 8) * 256 + col + 1) = acc[j][3];
+    }));
+}

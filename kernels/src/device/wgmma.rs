@@ -60,6 +60,17 @@ macro_rules! wgmma_m64n128k16 {
     };
 }
 
+/// `wgmma.mma_async.m64n256k16` into `$d: [[f32; 4]; 32]` (`moe4_exp =
+/// "n256"` builds: the 128-row x 256-pair prefill tile's building block);
+/// `$ty` is `"bf16"` or `"f16"`.
+#[cfg(moe4_exp = "n256")]
+macro_rules! wgmma_m64n256k16 {
+    ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
+        wgmma_rs!(concat!("m64n256k16.f32.", $ty, ".", $ty), ", 1, 1, 0;", $d, $a, $desc, $sd;
+            d0 0 0, d1 0 1, d2 0 2, d3 0 3, d4 1 0, d5 1 1, d6 1 2, d7 1 3, d8 2 0, d9 2 1, d10 2 2, d11 2 3, d12 3 0, d13 3 1, d14 3 2, d15 3 3, d16 4 0, d17 4 1, d18 4 2, d19 4 3, d20 5 0, d21 5 1, d22 5 2, d23 5 3, d24 6 0, d25 6 1, d26 6 2, d27 6 3, d28 7 0, d29 7 1, d30 7 2, d31 7 3, d32 8 0, d33 8 1, d34 8 2, d35 8 3, d36 9 0, d37 9 1, d38 9 2, d39 9 3, d40 10 0, d41 10 1, d42 10 2, d43 10 3, d44 11 0, d45 11 1, d46 11 2, d47 11 3, d48 12 0, d49 12 1, d50 12 2, d51 12 3, d52 13 0, d53 13 1, d54 13 2, d55 13 3, d56 14 0, d57 14 1, d58 14 2, d59 14 3, d60 15 0, d61 15 1, d62 15 2, d63 15 3, d64 16 0, d65 16 1, d66 16 2, d67 16 3, d68 17 0, d69 17 1, d70 17 2, d71 17 3, d72 18 0, d73 18 1, d74 18 2, d75 18 3, d76 19 0, d77 19 1, d78 19 2, d79 19 3, d80 20 0, d81 20 1, d82 20 2, d83 20 3, d84 21 0, d85 21 1, d86 21 2, d87 21 3, d88 22 0, d89 22 1, d90 22 2, d91 22 3, d92 23 0, d93 23 1, d94 23 2, d95 23 3, d96 24 0, d97 24 1, d98 24 2, d99 24 3, d100 25 0, d101 25 1, d102 25 2, d103 25 3, d104 26 0, d105 26 1, d106 26 2, d107 26 3, d108 27 0, d109 27 1, d110 27 2, d111 27 3, d112 28 0, d113 28 1, d114 28 2, d115 28 3, d116 29 0, d117 29 1, d118 29 2, d119 29 3, d120 30 0, d121 30 1, d122 30 2, d123 30 3, d124 31 0, d125 31 1, d126 31 2, d127 31 3)
+    };
+}
+
 /// `wgmma.mma_async.m64n128k32.s32.s8.s8` into `$d: [[i32; 4]; 16]`.
 macro_rules! wgmma_m64n128k32_s8 {
     ($d:expr, $a:expr, $desc:expr, $sd:expr) => {
@@ -143,6 +154,22 @@ pub unsafe fn mma<const BF16: bool, const NT: usize>(d: &mut [[f32; 4]; NT], a: 
         } else {
             wgmma_m64n64k16!("f16", d, a, desc, sd)
         }
+    }
+}
+
+/// `d (+)= a x B` over 256 columns, bf16 or f16 operands (`moe4_exp =
+/// "n256"` builds).
+///
+/// # Safety
+/// As for [`mma`], with a B tile of 256 rows.
+#[cfg(moe4_exp = "n256")]
+#[inline(always)]
+pub unsafe fn mma_n256<const BF16: bool>(d: &mut [[f32; 4]; 32], a: [u32; 4], desc: u64, accumulate: bool) {
+    let sd = accumulate as u32;
+    if BF16 {
+        wgmma_m64n256k16!("bf16", d, a, desc, sd)
+    } else {
+        wgmma_m64n256k16!("f16", d, a, desc, sd)
     }
 }
 
