@@ -23,7 +23,7 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use crate::{GemmArgs, Workspace, W4A4};
 use cudarc::driver::sys::CUstreamCaptureMode;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut};
 use half::bf16;
 use moe4_kernels::params::ReadFloorParams;
 use std::fmt::Write as _;
@@ -240,6 +240,14 @@ pub(crate) fn decode_calls(
     Ok(DecodeCalls { bufs, bytes: bytes / calls as f64, calls })
 }
 
+/// What `record` queues on `stream` (this program's one stream), captured
+/// as a CUDA graph (`None`: nothing was queued).
+pub(crate) fn capture(stream: &Arc<CudaStream>, record: impl FnOnce() -> Result<()>) -> Result<Option<CudaGraph>> {
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    record()?;
+    Ok(stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?)
+}
+
 /// One forward call of `w` per routing of `bufs`, on the rows of `x`
 /// (into as many rows of `out`), on `stream` (captured or not).
 pub(crate) fn forward_calls(
@@ -321,9 +329,7 @@ pub fn decode_variants(
                 }
                 Err(e) => return Err(e),
             }
-            stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs)?;
-            graphs.push(stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?);
+            graphs.push(capture(stream, || forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs))?);
         }
         let passes = if tunings.len() > 1 { 3 } else { 1 };
         let reps = (2000.0 / calls as f64).ceil().clamp(3.0, 50.0) as usize;
@@ -397,12 +403,7 @@ pub fn read_floor_us(
         launch(c)?;
     }
     stream.synchronize()?;
-    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    for c in 0..calls {
-        launch(c)?;
-    }
-    let g = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
-    let Some(g) = g else { return Ok(f64::NAN) };
+    let Some(g) = capture(stream, || (0..calls).try_for_each(launch))? else { return Ok(f64::NAN) };
     let mut t = Vec::new();
     for _ in 0..3 {
         t.push(time_ms(stream, 2, reps, || Ok(g.launch()?))?);

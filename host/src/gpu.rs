@@ -340,8 +340,8 @@ impl Gpu {
         self.launch_args_smem(stream, name, grid, threads, 0, args)
     }
 
-    /// [`Gpu::launch_args`] with `smem` bytes of dynamic shared memory (at
-    /// most 48 KiB: no opt-in attribute is set).
+    /// [`Gpu::launch_args`] with `smem` bytes of dynamic shared memory
+    /// (checked against the GPU's limit as [`Gpu::launch`] does).
     ///
     /// # Safety
     /// As [`Gpu::launch_args`].
@@ -354,6 +354,7 @@ impl Gpu {
         smem: u32,
         args: &[&dyn ArgRef],
     ) -> Result<()> {
+        self.check_smem(name, smem)?;
         let f = self.func(name)?;
         let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
         let mut b = stream.launch_builder(&f.f);

@@ -11,10 +11,9 @@
 //! inputs ready), which is one GPU-wide moment. Cycles become microseconds
 //! at the rate the notes' own global-timer readings give.
 
-use crate::bench::{decode_calls, decode_layer, forward_calls, time_ms, DecodeCalls, DecodeLayer, Shape};
+use crate::bench::{capture, decode_calls, decode_layer, forward_calls, time_ms, DecodeCalls, DecodeLayer, Shape};
 use crate::error::{unsupported, Result};
 use crate::gpu::Gpu;
-use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::CudaStream;
 use moe4_kernels::trace::{trace_index, word, TraceKernel, TRACE_BLOCKS, TRACE_LEN, TRACE_SYMBOL};
 use std::fmt::Write as _;
@@ -185,17 +184,18 @@ fn median_over(reads: &[Vec<KernelTimes>]) -> Vec<KernelTimes> {
     out
 }
 
-/// The timeline of the decode layer for `shape` at `m` tokens: a graph of
-/// the decode bench's calls (rotating expert pools, weights from DRAM)
-/// replayed `replays` times, the buffer read after each (the last call's
-/// notes), the spreads' medians over the replays. Needs a `trace` build.
+/// The timelines of the decode layer for `shape` at each of `ms` tokens
+/// (one layer, as the decode bench): per point a graph of the decode
+/// bench's calls (rotating expert pools, weights from DRAM) replayed
+/// `replays` times, the buffer read after each (the last call's notes),
+/// the spreads' medians over the replays. Needs a `trace` build.
 pub fn decode_timeline(
     gpu: &Arc<Gpu>,
     stream: &Arc<CudaStream>,
     shape: Shape,
-    m: usize,
+    ms: &[usize],
     replays: usize,
-) -> Result<Timeline> {
+) -> Result<Vec<Timeline>> {
     if !gpu.has_global(TRACE_SYMBOL) {
         return Err(unsupported(
             "bench timeline",
@@ -203,33 +203,41 @@ pub fn decode_timeline(
             "needs a build with moe4_exp = \"trace\" (cargo xtask exp-ptx NAME trace; MOE4_PTX_FILE)",
         ));
     }
-    let DecodeLayer { w, mut ws, x, mut out, mut rng } = decode_layer(gpu, stream, shape, m)?;
-    let DecodeCalls { bufs, calls, .. } = decode_calls(stream, &w, shape, m, 64e6, &mut rng)?;
-    let xv = x.slice(..m * shape.h);
-    forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs)?;
-    stream.synchronize()?;
-    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs)?;
-    let graph = stream
-        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?
-        .ok_or_else(|| unsupported("bench timeline", "the capture", "gave no graph"))?;
-    let call_us = time_ms(stream, 2, 20, || Ok(graph.launch()?))? * 1e3 / calls as f64;
-    let mut reads = Vec::new();
-    let mut ghz = Vec::new();
-    for _ in 0..replays.max(1) {
-        gpu.zero_global(stream, TRACE_SYMBOL)?;
-        graph.launch()?;
-        let buf = gpu.read_global_u64(stream, TRACE_SYMBOL)?;
-        if let Some((k, g)) = analyze(&buf) {
-            reads.push(k);
-            ghz.push(g);
+    let max_m = *ms.iter().max().unwrap_or(&1);
+    let DecodeLayer { w, mut ws, x, mut out, mut rng } = decode_layer(gpu, stream, shape, max_m)?;
+    let mut all = Vec::new();
+    for &m in ms {
+        let DecodeCalls { bufs, calls, .. } = decode_calls(stream, &w, shape, m, 64e6, &mut rng)?;
+        let xv = x.slice(..m * shape.h);
+        forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs)?;
+        stream.synchronize()?;
+        let graph = capture(stream, || forward_calls(&w, &mut ws, stream, &xv, &mut out, &bufs))?
+            .ok_or_else(|| unsupported("bench timeline", "the capture", "gave no graph"))?;
+        let call_us = time_ms(stream, 2, 20, || Ok(graph.launch()?))? * 1e3 / calls as f64;
+        let mut reads = Vec::new();
+        let mut ghz = Vec::new();
+        for _ in 0..replays.max(1) {
+            gpu.zero_global(stream, TRACE_SYMBOL)?;
+            graph.launch()?;
+            let buf = gpu.read_global_u64(stream, TRACE_SYMBOL)?;
+            if let Some((k, g)) = analyze(&buf) {
+                reads.push(k);
+                ghz.push(g);
+            }
         }
+        if reads.is_empty() {
+            return Err(unsupported("bench timeline", shape.name, "no FC1 block noted its times"));
+        }
+        ghz.sort_by(|a, b| a.total_cmp(b));
+        all.push(Timeline {
+            shape: shape.name,
+            m,
+            call_us,
+            clock_ghz: ghz[ghz.len() / 2],
+            kernels: median_over(&reads),
+        });
     }
-    if reads.is_empty() {
-        return Err(unsupported("bench timeline", shape.name, "no FC1 block noted its times"));
-    }
-    ghz.sort_by(|a, b| a.total_cmp(b));
-    Ok(Timeline { shape: shape.name, m, call_us, clock_ghz: ghz[ghz.len() / 2], kernels: median_over(&reads) })
+    Ok(all)
 }
 
 /// A markdown table of the gaps that matter, one row per point: when

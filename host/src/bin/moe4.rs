@@ -322,8 +322,7 @@ fn bench_cmd(args: &[String]) -> Res {
         let mut all = Vec::new();
         for name in names {
             let s = bench::SHAPES.iter().find(|s| s.name == name).expect("shape");
-            for m in sizes(vec![1, 2, 4, 8, 16, 64]) {
-                let t = moe4::timeline::decode_timeline(&gpu, &stream, *s, m, 15)?;
+            for t in moe4::timeline::decode_timeline(&gpu, &stream, *s, &sizes(vec![1, 2, 4, 8, 16, 64]), 15)? {
                 eprintln!("  {} M={} {:.1} us (traced) clock {:.2} GHz", t.shape, t.m, t.call_us, t.clock_ghz);
                 all.push(t);
             }
