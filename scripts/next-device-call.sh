@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The next device calls, prepared 2026-12-05 (sixth session, no device lent).
+# The next device calls, prepared 2026-12-05 (sixth and seventh sessions).
+# PART=0: issue 5's 128-row x 256-pair prefill kernels (the n256 build):
+#         smoke, tests, sanitizers, prefill A/B; then the decode timeline.
 # PART=1: the `trace` build's decode timeline; the `deps` and `fdiv` builds'
 #         decode tests, sanitizers and three alternating rounds of the full
 #         decode bench against the bundle's own PTX (same host binary).
@@ -24,7 +26,26 @@ gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
-if [ "${PART:-1}" = 1 ]; then
+N="env MOE4_PTX_FILE=/tmp/n256.ptx"
+if [ "${PART:-1}" = 0 ]; then
+  # Issue 5: the 128-row x 256-pair wgmma prefill kernels (n256 build):
+  # the instruction, the layer against the reference, then the prefill
+  # bench (its width column times n64 / n128 / n256 in one run).
+  run info-n256 120 $N /tmp/b1/moe4 info
+  run smoke-n256 60 $N /tmp/b1/moe4 smoke
+  run test-prefill-n256 120 $N /tmp/b1/test-prefill --test-threads=2
+  for r in 1 2; do
+    run ab-n256-r$r 60 $N /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 2048,8192 \
+      --json "$OUT/prefill-n256-r$r.json"
+  done
+  run memcheck-n256 120 $N "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-n256 120 $N "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run bench-prefill-n256 150 $N /tmp/b1/moe4 bench prefill --json "$OUT/prefill-n256-all.json"
+  # Then the decode timeline (PART=1's first step).
+  run info-trace 120 $T /tmp/b1/moe4 info
+  run timeline 200 $T /tmp/b1/moe4 bench timeline --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 \
+    --m 1,2,4,8,16,64 --json "$OUT/timeline.json"
+elif [ "${PART:-1}" = 1 ]; then
   # First loads of each PTX (the driver's JIT: 20-40 s each).
   run info-trace 120 $T /tmp/b1/moe4 info
   # 1. Where a decode call's time goes (perf-notes, next steps 1).

@@ -30,14 +30,27 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     if !gpu.arch().has_wgmma() {
         return vec![("mma.sync", base), ("mma.sync y f32", Tuning { y16: false, ..base })];
     }
-    vec![
+    let mut v = vec![
         ("wgmma n64", Tuning { wgmma: true, wgmma_cols: Some(64), ..base }),
         ("wgmma n128", Tuning { wgmma: true, wgmma_cols: Some(128), narrow_tail: false, ..base }),
         ("wgmma n128 + n64 tails", Tuning { wgmma: true, wgmma_cols: Some(128), narrow_tail: true, ..base }),
         ("wgmma n128 + n64 tails y f32", Tuning { wgmma: true, wgmma_cols: Some(128), y16: false, ..base }),
         ("mma.sync", Tuning { wgmma: false, ..base }),
         ("mma.sync y f32", Tuning { wgmma: false, y16: false, ..base }),
-    ]
+    ];
+    // The 128-row x 256-pair kernels (builds with `moe4_exp = "n256"`).
+    if gpu.has_kernel("moe_pfw1_bf16_n256") {
+        v.extend([
+            ("wgmma n256", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: false, ..base }),
+            ("wgmma n256 + n128 tails", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: true, ..base }),
+            ("wgmma n256 y f32", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: false, y16: false, ..base }),
+            (
+                "wgmma n256 + n128 tails y f32",
+                Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: true, y16: false, ..base },
+            ),
+        ]);
+    }
+    v
 }
 
 #[test]
@@ -122,8 +135,9 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
 }
 
 /// Experts with exactly chosen pair counts, so every tile shape occurs:
-/// 1, 63, 64, 65, 128, 129, 192, 193, 255, 256 and 257 pairs (full and
-/// partial last groups of 64 and 128 columns, groups of one pair), an expert
+/// 1, 63, 64, 65, 128, 129, 192, 193, 255, 256, 257, 384 and 385 pairs
+/// (full and partial last groups of 64, 128 and 256 columns, groups of one
+/// pair, last groups of 128 and 129 after a 256-pair one), an expert
 /// with none, and ids of -1 and out of range between them; every variant
 /// against the reference, each twice (the output is the same bit for bit).
 #[test]
@@ -131,7 +145,7 @@ fn prefill_every_tile_width() {
     let Some(gpu) = gpu("prefill_every_tile_width") else { return };
     let s = gpu.context().default_stream();
     let mut rng = Rng(88);
-    let counts = [1usize, 63, 64, 65, 128, 0, 129, 192, 193, 255, 256, 257];
+    let counts = [1usize, 63, 64, 65, 128, 0, 129, 192, 193, 255, 256, 257, 384, 385];
     let (e, h, i, topk) = (counts.len(), 256, 192, 2);
     let layer = random_layer(&mut rng, e, h, i);
     let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();

@@ -803,7 +803,8 @@ pub struct PrefillResult {
     /// ran the `wgmma` ones (sm_90a).
     pub mma_sync_us: Option<f64>,
     /// Layer microseconds on the `wgmma` kernels with 64 and 128 pairs per
-    /// tile forced (sm_90a; an A/B of the tile shapes in one run).
+    /// tile forced, and 256 in builds with the 128-row kernels (sm_90a; an
+    /// A/B of the tile shapes in one run).
     pub by_width: Vec<(u32, f64)>,
     /// Layer microseconds with y in f32 on the prefill path
     /// ([`Tuning::y16`] off), where `us` ran with it on.
@@ -908,10 +909,16 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma: false, ..d })));
             variants.len() - 1
         });
-        let widths = if wgmma { vec![64, 128] } else { vec![] };
+        // Pairs per tile (256: builds with the 128-row kernels, with their
+        // 128-pair tails as the default width's 64-pair ones).
+        let mut widths = if wgmma { vec![64, 128] } else { vec![] };
+        if wgmma && gpu.has_kernel("moe_pfw1_bf16_n256") {
+            widths.push(256);
+        }
         let width_at = variants.len();
         for &c in &widths {
-            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), narrow_tail: false, ..d })));
+            let narrow_tail = c == 256 && d.narrow_tail;
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), narrow_tail, ..d })));
         }
         let y32_at = d.y16.then(|| {
             variants.push((crate::ForwardPath::Prefill, Some(Tuning { y16: false, ..d })));
@@ -957,7 +964,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 µs | y f32 µs | route / +FC1 / +FC2 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 [/ n256] µs | y f32 µs | route / +FC1 / +FC2 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));

@@ -37,8 +37,8 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     combine_outputs_per_thread, fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes,
-    pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS,
-    FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
+    pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS,
+    FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS, PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
     ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineDpParams, CombineParams, FcDpParams, FcParams, PermuteParams, RouteParams};
@@ -55,8 +55,9 @@ pub const PREFILL_CROSSOVER: f64 = 24.0;
 /// M = 2048) 128 pairs per tile are 5-8 % faster, at 48 (V4-Flash) 64
 /// pairs are 37-38 % faster.
 pub const WIDE_PREFILL_PAIRS: f64 = 64.0;
-/// Widest column group any prefill kernel routes (pairs per tile).
-const MAX_GROUP: usize = 128;
+/// Widest column group any prefill kernel routes (pairs per tile: the
+/// 128-row `wgmma` kernels' 256).
+const MAX_GROUP: usize = PFW256_COLS as usize;
 // The routing packs an expert's wide and narrow group counts in one word
 // (moe4_kernels::groups), which holds while the wide groups stay below
 // 2^NARROW_SHIFT: at most MAX_PAIRS of them.
@@ -183,12 +184,15 @@ pub struct Tuning {
     /// `false`: the `mma.sync` ones.
     pub wgmma: bool,
     /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
-    /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]).
+    /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]); 256 (128
+    /// weight rows x 256 pairs) in builds with those kernels (`moe4_exp =
+    /// "n256"`, experimental).
     pub wgmma_cols: Option<u32>,
     /// With 128-pair `wgmma` prefill tiles, an expert's last group of at
     /// most 64 pairs runs as a 64-pair tile (the `_mix` kernels; the
     /// routing's narrow groups, `moe4_kernels::groups`) instead of a
-    /// 128-pair tile that is mostly empty. Measured on the H200 (run 71, two
+    /// 128-pair tile that is mostly empty; with 256-pair tiles, a last
+    /// group of at most 128 pairs runs as a 128-pair one (`_mix256`). Measured on the H200 (run 71, two
     /// benches in one call): 2-6 % faster at M = 8192 on the five
     /// many-expert shapes (Mixtral 0-1 %), 4-14 % at M = 2048 where 128
     /// pairs per tile is chosen.
@@ -603,14 +607,23 @@ impl MoeWeights {
         let wg_cols = if prefill && tune.wgmma && gpu.arch().has_wgmma() {
             match tune.wgmma_cols {
                 Some(c @ (64 | 128)) => Some(c),
-                Some(c) => return Err(unsupported("wgmma prefill pairs per tile", c, "must be 64 or 128")),
+                Some(PFW256_COLS) if gpu.has_kernel(&format!("moe_pfw1_{}_n256", T::NAME)) => Some(PFW256_COLS),
+                Some(c) => {
+                    return Err(unsupported(
+                        "wgmma prefill pairs per tile",
+                        c,
+                        "must be 64 or 128 (256 in builds with the 128-row kernels, moe4_exp = \"n256\")",
+                    ))
+                }
                 None => Some(if mean >= WIDE_PREFILL_PAIRS { 128 } else { 64 }),
             }
         } else {
             None
         };
-        // 128-pair tiles, and 64-pair ones for the experts' small remainders.
+        // 128-pair tiles, and 64-pair ones for the experts' small remainders
+        // (256 and 128 with the 128-row kernels).
         let mixed = wg_cols == Some(128) && tune.narrow_tail;
+        let mixed256 = wg_cols == Some(PFW256_COLS) && tune.narrow_tail;
         // Small batches: the FC kernels route the pairs themselves (no
         // routing launch; one column tile, the decode kernels).
         // Active experts if routing is uniform: what the choices below go by.
@@ -645,7 +658,13 @@ impl MoeWeights {
                 (true, None) => PF_COLS,
                 (false, _) => 8 * nt as u32,
             },
-            narrow: if mixed { PFW_NARROW_COLS } else { 0 },
+            narrow: if mixed {
+                PFW_NARROW_COLS
+            } else if mixed256 {
+                PFW256_NARROW_COLS
+            } else {
+                0
+            },
             chunk: 0,
             hist: 0,
         };
@@ -742,6 +761,12 @@ impl MoeWeights {
         let fc_kernel = |fc: &str, tasks: u32, nchunks: u32| -> Result<(String, u32, u32)> {
             if mixed {
                 return Ok((format!("moe_pfw{fc}_{}_mix", T::NAME), pfw_smem_bytes(128), PFW_THREADS));
+            }
+            if mixed256 {
+                return Ok((format!("moe_pfw{fc}_{}_mix256", T::NAME), pfw256_mix_smem_bytes(fc == "1"), PFW_THREADS));
+            }
+            if wg_cols == Some(PFW256_COLS) {
+                return Ok((format!("moe_pfw{fc}_{}_n256", T::NAME), pfw256_smem_bytes(fc == "1"), PFW_THREADS));
             }
             if let Some(c) = wg_cols {
                 return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));

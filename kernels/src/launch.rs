@@ -392,6 +392,47 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
     PFW_STAGES_MAX * pfw_stage_bytes(cols) + 2 * 8 * cols + 3 * PFW_PRE_SLOT_BYTES + cols * PFW_OUT_STRIDE_FC2 + 1024
 }
 
+/// Pairs per tile of the 128-row `wgmma` prefill kernels (`moe_pfw*_n256`,
+/// `moe_pfw*_mix256`, `moe4_exp = "n256"` builds): the routing's `group`.
+pub const PFW256_COLS: u32 = 256;
+/// Their mixed kernels' narrow width: each expert's last group of at most
+/// this many pairs runs on the 256-row x 128-pair loop.
+pub const PFW256_NARROW_COLS: u32 = 128;
+/// Pipeline stages of the 128-row FC1 kernels.
+pub const PFW256_STAGES_FC1: u32 = 5;
+/// Pipeline stages of the 128-row FC2 kernels (their staging tile is twice
+/// FC1's).
+pub const PFW256_STAGES_FC2: u32 = 4;
+/// Activation bytes of a 128-row stage: 256 rows of 128 bytes.
+pub const PFW256_X_BYTES: u32 = PFW256_COLS * 128;
+/// Bytes of a 128-row stage: the activations, then 4 tasks' codes (the
+/// scales are in an array after the stages).
+pub const PFW256_STAGE_BYTES: u32 = PFW256_X_BYTES + 4 * 1024;
+/// Staging-tile bytes per pair of the 128-row FC1 (64 16-bit h channels,
+/// plus 16 bytes against bank conflicts).
+pub const PFW256_OUT_STRIDE_FC1: u32 = 2 * 64 + 16;
+/// Staging-tile bytes per pair of the 128-row FC2 (128 16-bit rows, plus 16).
+pub const PFW256_OUT_STRIDE_FC2: u32 = 2 * 128 + 16;
+/// Dynamic shared memory of a 128-row `wgmma` prefill block (FC1 or FC2):
+/// the stages and their scales (512 bytes each), two tables of a group's
+/// pairs and weights (2 KiB each), three prefetch slots (a record and 256
+/// pairs), the staging tile, 1 KiB to align.
+pub const fn pfw256_smem_bytes(fc1: bool) -> u32 {
+    let (stages, stride) =
+        if fc1 { (PFW256_STAGES_FC1, PFW256_OUT_STRIDE_FC1) } else { (PFW256_STAGES_FC2, PFW256_OUT_STRIDE_FC2) };
+    stages * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS) + PFW256_COLS * stride + 1024
+}
+/// Dynamic shared memory of the mixed 128-row kernels: the 128-row loop's
+/// or the 128-pair loop's, the larger.
+pub const fn pfw256_mix_smem_bytes(fc1: bool) -> u32 {
+    let (a, b) = (pfw256_smem_bytes(fc1), pfw_smem_bytes(PFW256_NARROW_COLS));
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -548,8 +589,19 @@ mod tests {
         }
         // The staging tile's rows: 16-byte aligned (bulk copies), 8
         // consecutive ones 16 bytes apart modulo the 128 bytes of the banks.
-        for stride in [PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2] {
+        for stride in [PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2] {
             assert_eq!(stride % 128, 16);
         }
+        // The 128-row x 256-pair kernels: within the limit, stages 1 KiB
+        // aligned, the staging tile 16-byte aligned after the stages,
+        // scales, tables and prefetch slots.
+        for fc1 in [true, false] {
+            assert!(pfw256_mix_smem_bytes(fc1) <= 227 * 1024, "{fc1}: {}", pfw256_mix_smem_bytes(fc1));
+            let stages = if fc1 { PFW256_STAGES_FC1 } else { PFW256_STAGES_FC2 };
+            assert!(stages >= 4);
+            let staging = stages * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS);
+            assert_eq!(staging % 16, 0);
+        }
+        assert_eq!(PFW256_STAGE_BYTES % 1024, 0);
     }
 }

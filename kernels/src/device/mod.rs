@@ -7,6 +7,7 @@
 //! | [`fc`] | `moe_fc1_*`, `moe_fc2_*`: NVFP4 streaming GEMMs (decode path) |
 //! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs (`mma.sync`) |
 //! | `prefill_wg` | `moe_pfw*`: prefill grouped GEMMs on `wgmma` (sm_90a builds) |
+//! | `prefill_w256` | `moe_pfw*_n256`, `_mix256`: 128-row x 256-pair `wgmma` tiles (`moe4_exp = "n256"` builds) |
 //! | `wgmma` | the `wgmma` instruction, fences, descriptors (sm_90a builds) |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
@@ -82,6 +83,8 @@ pub mod peak;
 pub mod prefill;
 #[cfg(moe4_arch = "sm_90a")]
 pub mod prefill_wg;
+#[cfg(all(moe4_arch = "sm_90a", moe4_exp = "n256"))]
+pub mod prefill_w256;
 pub mod route;
 pub mod smoke;
 pub mod trace;

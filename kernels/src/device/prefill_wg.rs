@@ -535,6 +535,21 @@ unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
     prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, wide, narrow, first - wide_tiles, zero);
 }
 
+/// The narrow tiles (at most 128 pairs) of the mixed 128-row x 256-pair
+/// kernels ([`super::prefill_w256`]): groups `g0 ..` on this module's
+/// 256-row x 128-pair loop, from tile `first`.
+#[cfg(moe4_exp = "n256")]
+#[inline(always)]
+pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool>(
+    p: &FcParams,
+    g0: u32,
+    groups: u32,
+    first: u32,
+    zero: u32,
+) {
+    prefill_wg::<FC1, BF16, 16, 4>(p, g0, groups, first, zero);
+}
+
 pfw_mixed_kernels! {
     moe_pfw1_bf16_mix: true, true;
     moe_pfw1_f16_mix: true, false;

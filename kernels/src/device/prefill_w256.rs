@@ -1,0 +1,546 @@
+//! `moe_pfw*_n256`, `moe_pfw*_mix256` (`moe4_exp = "n256"` sm_90a builds):
+//! the `wgmma` prefill GEMMs on 128-row x 256-pair tiles.
+//!
+//! **Why.** The 256-row x 128-pair kernels ([`super::prefill_wg`]) issue
+//! ~234 instructions per warp and 64-k chunk, ~140 of them the E2M1 decode
+//! and scales of the warp's 32 rows (perf-notes, sixth session of
+//! 2026-12-05): the warps' instruction issue, not the tensor pipe, bounds
+//! them. Here a warp decodes one 16-row tile (half a layout task) and its
+//! warpgroup issues one `m64n256k16` per k-step instead of two
+//! `m64n128k16`: the same MMA work, accumulators (128 f32 per thread) and
+//! B reads per chunk, half the decode per weight element used.
+//!
+//! **Tile.** A block is 8 warps over 128 weight rows (4 layout tasks): warp
+//! `w` decodes mtile `w % 2` of the block's task `w / 2`, so warpgroup `g`
+//! holds the 64 rows of tasks `2g, 2g + 1` in order, the A tile of its
+//! `wgmma`s. B is the activations of 256 pairs (the routing's groups of 256),
+//! 256 rows of 128 bytes per chunk with the 128-byte swizzle, read in the
+//! [`crate::tile::wgmma_permuted`] k order as in [`super::prefill_wg`].
+//!
+//! **Stage** (a chunk): the activations (32 KiB, first), the 4 tasks' codes
+//! (4 KiB); the scales (512 bytes) in an array of their own after the
+//! stages, so a stage stays a multiple of 1 KiB. FC1 runs
+//! [`crate::launch::PFW256_STAGES_FC1`] stages, FC2 (whose staging tile is
+//! twice FC1's) [`crate::launch::PFW256_STAGES_FC2`]; loads go `STAGES - 2`
+//! chunks ahead, the pipeline and waits as in [`super::prefill_wg`].
+//!
+//! **Rows past a group's pairs** copy the group's first row instead of
+//! zeros: columns are independent in the GEMM and nothing of such a column
+//! is stored, so no predicate per row is held through the loop.
+//!
+//! **Epilogues** through a staging tile and one `cp.async.bulk` per pair's
+//! row piece (FC1: 64 channels of h, 128 bytes; FC2 with 16-bit y: 128
+//! rows, 256 bytes); FC2 with f32 y stores directly.
+//!
+//! **Mixed** (`_mix256`): the routing's 256-pair groups on these tiles,
+//! then each expert's last group of at most 128 pairs (the narrow groups)
+//! on the 256-row x 128-pair loop of [`super::prefill_wg`].
+
+use super::arch::*;
+use super::fc::{dequant_step, post, tile_scales, Gate};
+use super::wgmma;
+use crate::launch::{
+    PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES_FC1, PFW256_STAGES_FC2,
+    PFW256_STAGE_BYTES, PFW256_X_BYTES, PFW_THREADS,
+};
+use crate::params::FcParams;
+use crate::tile::{fc1_stage_at, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, TASK_ROWS};
+
+const WARPS: u32 = PFW_THREADS / 32;
+/// Layout tasks (32 rows) per block.
+const TASKS: u32 = WARPS / 2;
+const COLS: u32 = PFW256_COLS;
+/// Column tiles of 8 pairs.
+const NT: usize = COLS as usize / 8;
+/// Activation rows each thread copies per chunk.
+const RPT: usize = COLS as usize / 32;
+/// Scale bytes of a stage.
+const SCALE_BYTES: u32 = TASKS * CHUNK_SCALE_BYTES as u32;
+/// Bytes of a prefetch slot: the group record, then 256 u32 pairs.
+const PRE_SLOT: u32 = 16 + 4 * COLS;
+
+/// One tile (a 128-row block of a 256-pair group) as this thread sees it,
+/// with its copy sources at chunk 0, as in [`super::prefill_wg`].
+struct Tile {
+    tab: u32,
+    e: u32,
+    slot0: u32,
+    n_cols: u32,
+    task0: u32,
+    ntask: u32,
+    xsrc: [u64; RPT],
+    csrc: u64,
+    cok: bool,
+    ssrc: u64,
+    sok: bool,
+}
+
+impl Tile {
+    /// The block's first tile: its record (and FC1 pairs) from global memory.
+    #[inline(always)]
+    unsafe fn new<const FC1: bool>(p: &FcParams, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile {
+        let rec = p.groups + 16 * (tile / tpb) as u64;
+        let record = (ldg_u32_coherent(rec), ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8));
+        let tab = ldg_u32_coherent(rec + 12);
+        let pair = |slot: u32, _r: u32| ldg_u32_coherent(p.sorted_pairs + 4 * slot as u64);
+        Self::from_record::<FC1>(p, (record.0, record.1, record.2, tab), tile, tpb, tpe, nchunks, pair)
+    }
+
+    /// A later tile, from its record and pairs prefetched at `pre`.
+    #[inline(always)]
+    unsafe fn prefetched<const FC1: bool>(
+        p: &FcParams,
+        pre: u32,
+        tile: u32,
+        tpb: u32,
+        tpe: u32,
+        nchunks: u32,
+    ) -> Tile {
+        let record = (lds(pre), lds(pre + 4), lds(pre + 8), lds(pre + 12));
+        let pair = |_slot: u32, r: u32| lds(pre + 16 + 4 * r);
+        Self::from_record::<FC1>(p, record, tile, tpb, tpe, nchunks, pair)
+    }
+
+    #[inline(always)]
+    unsafe fn from_record<const FC1: bool>(
+        p: &FcParams,
+        (e, slot0, n_cols, tab): (u32, u32, u32, u32),
+        tile: u32,
+        tpb: u32,
+        tpe: u32,
+        nchunks: u32,
+        pair: impl Fn(u32, u32) -> u32,
+    ) -> Tile {
+        let t0 = tid();
+        let task0 = (tile % tpb) * TASKS;
+        let ntask = if tpe - task0 < TASKS { tpe - task0 } else { TASKS };
+        let (q, rsub) = (t0 % 8, t0 / 8);
+        let mut xsrc = [p.input; RPT];
+        unroll!(RPT, |i| {
+            // Rows past the group's pairs read its first row (module docs).
+            let r = rsub + 32 * i as u32;
+            let r = if r < n_cols { r } else { 0 };
+            let slot = slot0 + r;
+            let row = if FC1 { pair(slot, r) / p.topk } else { slot };
+            xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
+        });
+        // Codes: 4 tasks x 1 KiB, one 16-byte piece per thread.
+        let task_base = (e * tpe + task0) as u64 * nchunks as u64;
+        let task = t0 / 64;
+        let cok = task < ntask;
+        let csrc = if cok {
+            p.codes + (task_base + task as u64 * nchunks as u64) * CHUNK_CODE_BYTES as u64 + 16 * (t0 % 64) as u64
+        } else {
+            p.codes
+        };
+        // Scales: 4 x 128 bytes, the first 32 threads.
+        let sok = t0 < 32 && t0 / 8 < ntask;
+        let ssrc = if sok {
+            p.scales + (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64 + 16 * (t0 % 8) as u64
+        } else {
+            p.scales
+        };
+        Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, csrc, cok, ssrc, sok }
+    }
+
+    /// Chunk `c`'s copies into stage `s` (at `sb`; its scales at `scb`).
+    #[inline(always)]
+    unsafe fn load(&self, c: u32, sb: u32, scb: u32) {
+        let t0 = tid();
+        let (q, rsub) = (t0 % 8, t0 / 8);
+        let xdst = sb + rsub * 128 + 16 * (q ^ (rsub % 8));
+        unroll!(RPT, |i| {
+            cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
+        });
+        cp_async16_zfill(
+            sb + PFW256_X_BYTES + 16 * t0,
+            self.csrc + (c * CHUNK_CODE_BYTES as u32) as u64,
+            self.cok,
+        );
+        if t0 < 32 {
+            cp_async16_zfill(scb + 16 * t0, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
+        }
+    }
+
+    /// The first `STAGES - 2` chunks' copies, one commit group each (the
+    /// first also copies FC2's pairs and weights of the group to `tab`:
+    /// 256 u32, then 256 f32).
+    #[inline(always)]
+    unsafe fn prologue<const FC1: bool, const STAGES: u32>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
+        let t0 = tid();
+        if !FC1 && (64..64 + COLS / 2).contains(&t0) {
+            let j = t0 - 64;
+            let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
+            cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
+        }
+        let scales = base + STAGES * PFW256_STAGE_BYTES;
+        let mut s = 0;
+        while s < STAGES - 2 {
+            if s < nchunks {
+                self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
+            }
+            cp_async_commit();
+            s += 1;
+        }
+    }
+}
+
+/// Tile `tile`'s group record (if `tile < tiles`) copied to `at` by thread
+/// 0, in the current `cp.async` group.
+#[inline(always)]
+unsafe fn prefetch_record(p: &FcParams, tile: u32, tiles: u32, tpb: u32, at: u32) {
+    if tid() == 0 && tile < tiles {
+        cp_async16(at, p.groups + 16 * (tile / tpb) as u64);
+    }
+}
+
+/// FC1: the pairs of `n_cols` columns from `slot0` to `at` (zeros past
+/// them), one per thread.
+#[inline(always)]
+unsafe fn prefetch_pairs(p: &FcParams, slot0: u32, n_cols: u32, at: u32) {
+    let t0 = tid();
+    let src = if t0 < n_cols { p.sorted_pairs + 4 * (slot0 + t0) as u64 } else { p.sorted_pairs };
+    cp_async4_zfill(at + 4 * t0, src, t0 < n_cols);
+}
+
+/// 128-row blocks per group of a layer of `rows` weight rows.
+#[inline(always)]
+fn blocks_per_group(rows: u32) -> u32 {
+    (rows / TASK_ROWS as u32).div_ceil(TASKS)
+}
+
+/// The bytes of dynamic shared memory this loop lays out from the 1 KiB
+/// aligned base (see `pfw256_smem_bytes` in [`crate::launch`]).
+#[inline(always)]
+const fn tables_at(stages: u32) -> u32 {
+    stages * (PFW256_STAGE_BYTES + SCALE_BYTES)
+}
+
+/// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
+/// column groups.
+#[inline(always)]
+unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
+    p: &FcParams,
+    groups: u32,
+    mut tile: u32,
+    zero: u32,
+) {
+    let t0 = tid() + zero;
+    let (warp, lane) = (t0 / 32, t0 % 32);
+    let tpe = (p.rows + zero) / TASK_ROWS as u32;
+    let tpb = blocks_per_group(p.rows + zero);
+    let nchunks = (p.k + zero) / KCHUNK as u32;
+    let tiles = groups * tpb;
+    let base = (smem() + zero + 1023) & !1023;
+    let scales = base + STAGES * PFW256_STAGE_BYTES;
+    let tables = base + tables_at(STAGES);
+    let pre_at = |k: u32| tables + 2 * 8 * COLS + k * PRE_SLOT;
+    let out_stage = tables + 2 * 8 * COLS + 3 * PRE_SLOT;
+    let mut pslot = 0;
+    let bulk = FC1 || p.y16 != 0;
+    let post = post::<BF16>();
+
+    if tile >= tiles {
+        return;
+    }
+    let mut cur = Tile::new::<FC1>(p, tile, tpb, tpe, nchunks);
+    let mut parity = 0;
+    {
+        let t1 = tile + gdim_here();
+        if t1 < tiles {
+            prefetch_record(p, t1, tiles, tpb, pre_at(1));
+            if FC1 {
+                let rec = p.groups + 16 * (t1 / tpb) as u64;
+                prefetch_pairs(p, ldg_u32_coherent(rec + 4), ldg_u32_coherent(rec + 8), pre_at(1) + 16);
+            }
+        }
+        prefetch_record(p, t1 + gdim_here(), tiles, tpb, pre_at(2));
+    }
+    cur.prologue::<FC1, STAGES>(p, nchunks, base, tables);
+    // Warp w: mtile w % 2 of the block's task w / 2.
+    let (wtask, wmt) = (warp / 2, warp % 2);
+    while tile < tiles {
+        let wg_busy = 2 * (warp / 4) < cur.ntask;
+        let mut acc = [[0f32; 4]; NT];
+        // Chunk `c` in stage `s` (the loop runs STAGES chunks per
+        // iteration, so `s` is a constant: no `c % STAGES`).
+        let chunk = |c: u32, s: u32, acc: &mut [[f32; 4]; NT]| {
+            cp_async_wait_dyn(STAGES - 3);
+            wgmma::fence_proxy_async();
+            sync();
+            let next = c + STAGES - 2;
+            if next < nchunks {
+                // The stage two back.
+                let sn = if s >= 2 { s - 2 } else { s + STAGES - 2 };
+                cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+            }
+            cp_async_commit();
+            if wg_busy {
+                let sb = base + s * PFW256_STAGE_BYTES;
+                let wa = lds_v4(sb + PFW256_X_BYTES + wtask * 1024 + wmt * 512 + 16 * lane);
+                let sw = lds(scales + s * SCALE_BYTES + wtask * 128 + 4 * lane) >> (16 * wmt);
+                let sc = tile_scales::<BF16>(sw);
+                wgmma::wait::<3>();
+                let a_of = |st: usize| dequant_step::<BF16>(wa[st], sc[0], sc[1]);
+                let mut a = [a_of(0), [0; 4]];
+                unroll!(4, |st| {
+                    if st < 3 {
+                        wgmma::wait::<2>();
+                        a[(st + 1) % 2] = a_of(st + 1);
+                    }
+                    wgmma::fence();
+                    wgmma::mma_n256::<BF16>(acc, a[st % 2], wgmma::desc_sw128(sb + 32 * st as u32), true);
+                    wgmma::commit();
+                });
+            }
+        };
+        // ptxas drains the wgmma pipeline at every loop back-edge, so the
+        // loop body is STAGES chunks (stage u of the body is u).
+        let mut c = 0;
+        while c < nchunks {
+            unroll!(STAGES as usize, |u| {
+                if c + (u as u32) < nchunks {
+                    chunk(c + u as u32, u as u32, &mut acc);
+                }
+            });
+            c += STAGES;
+        }
+        wgmma::wait::<0>();
+        hold(&mut acc);
+        cp_async_wait::<0>();
+        if bulk {
+            bulk_wait_read::<0>();
+        }
+        sync();
+        let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
+        let tab = tables + parity * 8 * COLS;
+        let next = tile + gdim_here();
+        if next < tiles {
+            let s1 = if pslot == 2 { 0 } else { pslot + 1 };
+            let s2 = if s1 == 2 { 0 } else { s1 + 1 };
+            cur = Tile::prefetched::<FC1>(p, pre_at(s1), next, tpb, tpe, nchunks);
+            let t2 = next + gdim_here();
+            if FC1 && t2 < tiles {
+                let at = pre_at(s2);
+                prefetch_pairs(p, lds(at + 4), lds(at + 8), at + 16);
+            }
+            prefetch_record(p, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
+            pslot = s1;
+            cur.prologue::<FC1, STAGES>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
+        }
+        let busy = wtask < ntask;
+        if bulk {
+            if busy {
+                if FC1 {
+                    stage_fc1::<BF16>(p, &acc, e, warp, n_cols, post, out_stage);
+                } else {
+                    let weight = |col: u32| f32::from_bits(lds(tab + 4 * (COLS + col)));
+                    stage_fc2::<BF16>(p, &acc, e, warp, post, weight, out_stage);
+                }
+            }
+            wgmma::fence_proxy_async();
+            sync();
+            if t0 < n_cols {
+                // Column t0's piece: FC1 h row slot0 + t0 from channel 16
+                // task0, FC2 y row of its pair from row 32 task0.
+                let (dst, src, bytes) = if FC1 {
+                    let row = (slot0 + t0) as u64 * (p.rows / 2) as u64;
+                    (p.output + 2 * (row + 16 * task0 as u64), out_stage + t0 * PFW256_OUT_STRIDE_FC1, 32 * ntask)
+                } else {
+                    let row = lds(tab + 4 * t0) as u64 * p.rows as u64;
+                    (p.output + 2 * (row + 32 * task0 as u64), out_stage + t0 * PFW256_OUT_STRIDE_FC2, 64 * ntask)
+                };
+                bulk_s2g(dst, src, bytes);
+                bulk_commit();
+            }
+        } else if busy {
+            store_fc2_f32::<BF16>(p, &acc, e, 2 * task0 + warp, n_cols, post, tab);
+        }
+        tile = next;
+        parity ^= 1;
+    }
+    if bulk {
+        bulk_wait::<0>();
+    }
+}
+
+/// [`wgmma::hold_f32`] for 32 column tiles.
+#[inline(always)]
+fn hold(acc: &mut [[f32; 4]; NT]) {
+    let (lo, hi) = acc.split_at_mut(16);
+    // SAFETY (both casts): each half holds 16 column tiles.
+    unsafe {
+        wgmma::hold_f32::<16>(&mut *(lo.as_mut_ptr() as *mut [[f32; 4]; 16]));
+        wgmma::hold_f32::<16>(&mut *(hi.as_mut_ptr() as *mut [[f32; 4]; 16]));
+    }
+}
+
+/// `f(j)` for the 32 column tiles.
+macro_rules! each_tile {
+    (|$j:ident| $body:expr) => {
+        unroll!(4, |j0| unroll!(8, |j1| {
+            let $j = 8 * j0 + j1;
+            $body
+        }))
+    };
+}
+
+/// FC1 into the staging tile: warp `w`'s 8 channels (block channels `8 w
+/// ..`: mtile `w % 2` of task `w / 2`) of the 256 columns, 16-bit h at
+/// [`fc1_stage_at`] (the block's first channel, 16 x its first task, is a
+/// multiple of 64: the h row piece's permutation is the row's).
+#[inline(always)]
+unsafe fn stage_fc1<const BF16: bool>(
+    p: &FcParams,
+    acc: &[[f32; 4]; NT],
+    e: u32,
+    w: u32,
+    n_cols: u32,
+    post: f32,
+    stage: u32,
+) {
+    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let gate = Gate::of(p);
+    let at = fc1_stage_at(0, 8 * w + g, PFW256_OUT_STRIDE_FC1);
+    each_tile!(|j| unroll!(2, |u| {
+        let col = 8 * j as u32 + 2 * t + u as u32;
+        if col < n_cols {
+            let h = gate.apply(acc[j][u] * ag, acc[j][2 + u] * au);
+            sts_u16(stage + col * PFW256_OUT_STRIDE_FC1 + at, to_half_bits::<BF16>(h));
+        }
+    }));
+}
+
+/// FC2 into the staging tile (16-bit y): `alpha2 x w(column) x acc` of
+/// warp `w`'s 16 rows (block rows `16 w ..`), column `c`'s values at
+/// `stage + c x stride + 2 x` the block row. One `stmatrix .trans` per two
+/// column tiles: matrix `q` is column tile `2 jj + q / 2`, rows `8 (q % 2)
+/// ..`; lane `8 q + i` addresses its column `i`.
+#[inline(always)]
+unsafe fn stage_fc2<const BF16: bool>(
+    p: &FcParams,
+    acc: &[[f32; 4]; NT],
+    e: u32,
+    w: u32,
+    post: f32,
+    weight: impl Fn(u32) -> f32,
+    stage: u32,
+) {
+    let lane = tid() % 32;
+    let t = lane % 4;
+    let (q, i) = (lane / 8, lane % 8);
+    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
+    let row_at = stage + 2 * (16 * w + 8 * (q % 2));
+    unroll!(2, |h0| unroll!(8, |h1| {
+        let jj = 8 * h0 + h1;
+        let (j0, j1) = (2 * jj, 2 * jj + 1);
+        let (c0, c1) = (8 * j0 as u32 + 2 * t, 8 * j1 as u32 + 2 * t);
+        let (s00, s01) = (weight(c0) * a2, weight(c0 + 1) * a2);
+        let (s10, s11) = (weight(c1) * a2, weight(c1 + 1) * a2);
+        let v = [
+            pack(acc[j0][0] * s00, acc[j0][1] * s01),
+            pack(acc[j0][2] * s00, acc[j0][3] * s01),
+            pack(acc[j1][0] * s10, acc[j1][1] * s11),
+            pack(acc[j1][2] * s10, acc[j1][3] * s11),
+        ];
+        let col = 8 * (j0 as u32 + q / 2) + i;
+        stmatrix_x4_trans(row_at + col * PFW256_OUT_STRIDE_FC2, v);
+    }));
+}
+
+/// FC2 with f32 y: `y[pair, row] = alpha2 x w x acc` stored directly for
+/// the 16 rows of mtile `m` (rows `16 m ..` of the expert: `m` = 2 x the
+/// block's first task + warp) and the group's pairs and weights from the
+/// table at `tab`.
+#[inline(always)]
+unsafe fn store_fc2_f32<const BF16: bool>(
+    p: &FcParams,
+    acc: &[[f32; 4]; NT],
+    e: u32,
+    m: u32,
+    n_cols: u32,
+    post: f32,
+    tab: u32,
+) {
+    let lane = tid() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let row = (16 * m + g) as u64;
+    each_tile!(|j| unroll!(2, |u| {
+        let col = 8 * j as u32 + 2 * t + u as u32;
+        if col < n_cols {
+            let pair = lds(tab + 4 * col) as u64;
+            let w = f32::from_bits(lds(tab + 4 * (COLS + col))) * a2;
+            let y = p.output + 4 * pair * p.rows as u64;
+            stg_u32(y + 4 * row, (acc[j][u] * w).to_bits());
+            stg_u32(y + 4 * (row + 8), (acc[j][2 + u] * w).to_bits());
+        }
+    }));
+}
+
+macro_rules! w256_kernels {
+    ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
+        /// `wgmma` 128-row x 256-pair prefill GEMM instance `(FC1?,
+        /// bf16?)`; see the module docs.
+        ///
+        /// # Safety
+        /// `p` as [`FcParams`] documents, routed with `group = 256`,
+        /// `narrow = 0`; [`PFW_THREADS`] threads,
+        /// `pfw256_smem_bytes(FC1)` bytes of dynamic shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
+            griddep_wait();
+            griddep_launch_dependents();
+            const S: u32 = if $fc1 { PFW256_STAGES_FC1 } else { PFW256_STAGES_FC2 };
+            prefill_w256::<$fc1, $bf16, S>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
+        }
+    )*};
+}
+
+macro_rules! w256_mixed_kernels {
+    ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
+        /// `wgmma` prefill GEMM instance `(FC1?, bf16?)` for mixed groups:
+        /// the 256-pair groups on 128-row tiles, then the narrow ones (at
+        /// most 128 pairs) on 256-row x 128-pair tiles, as one sequence of
+        /// tiles over the grid.
+        ///
+        /// # Safety
+        /// `p` as [`FcParams`] documents, routed with `group = 256`,
+        /// `narrow = 128`; [`PFW_THREADS`] threads, `pfw256_mix_smem_bytes(FC1)`
+        /// bytes of dynamic shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
+            griddep_wait();
+            griddep_launch_dependents();
+            const S: u32 = if $fc1 { PFW256_STAGES_FC1 } else { PFW256_STAGES_FC2 };
+            prefill_w256::<$fc1, $bf16, S>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+            sync();
+            let zero = opaque(0);
+            let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
+            let wide_tiles = wide * blocks_per_group(p.rows) + zero;
+            let mut first = bid_here();
+            while first < wide_tiles {
+                first += gdim_here();
+            }
+            super::prefill_wg::narrow_tiles::<$fc1, $bf16>(&p, wide, narrow, first - wide_tiles, zero);
+        }
+    )*};
+}
+
+w256_kernels! {
+    moe_pfw1_bf16_n256: true, true;
+    moe_pfw1_f16_n256: true, false;
+    moe_pfw2_bf16_n256: false, true;
+    moe_pfw2_f16_n256: false, false;
+}
+
+w256_mixed_kernels! {
+    moe_pfw1_bf16_mix256: true, true;
+    moe_pfw1_f16_mix256: true, false;
+    moe_pfw2_bf16_mix256: false, true;
+    moe_pfw2_f16_mix256: false, false;
+}
