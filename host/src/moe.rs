@@ -37,9 +37,9 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     combine_outputs_per_thread, fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes,
-    pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS,
-    FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS, PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
-    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes,
+    route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS,
+    PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineDpParams, CombineParams, FcDpParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;

@@ -81,10 +81,10 @@ pub mod combine;
 pub mod fc;
 pub mod peak;
 pub mod prefill;
-#[cfg(moe4_arch = "sm_90a")]
-pub mod prefill_wg;
 #[cfg(all(moe4_arch = "sm_90a", moe4_exp = "n256"))]
 pub mod prefill_w256;
+#[cfg(moe4_arch = "sm_90a")]
+pub mod prefill_wg;
 pub mod route;
 pub mod smoke;
 pub mod trace;

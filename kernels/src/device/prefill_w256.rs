@@ -88,14 +88,7 @@ impl Tile {
 
     /// A later tile, from its record and pairs prefetched at `pre`.
     #[inline(always)]
-    unsafe fn prefetched<const FC1: bool>(
-        p: &FcParams,
-        pre: u32,
-        tile: u32,
-        tpb: u32,
-        tpe: u32,
-        nchunks: u32,
-    ) -> Tile {
+    unsafe fn prefetched<const FC1: bool>(p: &FcParams, pre: u32, tile: u32, tpb: u32, tpe: u32, nchunks: u32) -> Tile {
         let record = (lds(pre), lds(pre + 4), lds(pre + 8), lds(pre + 12));
         let pair = |_slot: u32, r: u32| lds(pre + 16 + 4 * r);
         Self::from_record::<FC1>(p, record, tile, tpb, tpe, nchunks, pair)
@@ -152,11 +145,7 @@ impl Tile {
         unroll!(RPT, |i| {
             cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
         });
-        cp_async16_zfill(
-            sb + PFW256_X_BYTES + 16 * t0,
-            self.csrc + (c * CHUNK_CODE_BYTES as u32) as u64,
-            self.cok,
-        );
+        cp_async16_zfill(sb + PFW256_X_BYTES + 16 * t0, self.csrc + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok);
         if t0 < 32 {
             cp_async16_zfill(scb + 16 * t0, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
         }
