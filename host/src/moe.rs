@@ -763,10 +763,10 @@ impl MoeWeights {
                 return Ok((format!("moe_pfw{fc}_{}_mix", T::NAME), pfw_smem_bytes(128), PFW_THREADS));
             }
             if mixed256 {
-                return Ok((format!("moe_pfw{fc}_{}_mix256", T::NAME), pfw256_mix_smem_bytes(fc == "1"), PFW_THREADS));
+                return Ok((format!("moe_pfw{fc}_{}_mix256", T::NAME), pfw256_mix_smem_bytes(), PFW_THREADS));
             }
             if wg_cols == Some(PFW256_COLS) {
-                return Ok((format!("moe_pfw{fc}_{}_n256", T::NAME), pfw256_smem_bytes(fc == "1"), PFW_THREADS));
+                return Ok((format!("moe_pfw{fc}_{}_n256", T::NAME), pfw256_smem_bytes(), PFW_THREADS));
             }
             if let Some(c) = wg_cols {
                 return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));

@@ -398,11 +398,9 @@ pub const PFW256_COLS: u32 = 256;
 /// Their mixed kernels' narrow width: each expert's last group of at most
 /// this many pairs runs on the 256-row x 128-pair loop.
 pub const PFW256_NARROW_COLS: u32 = 128;
-/// Pipeline stages of the 128-row FC1 kernels.
-pub const PFW256_STAGES_FC1: u32 = 5;
-/// Pipeline stages of the 128-row FC2 kernels (their staging tile is twice
-/// FC1's).
-pub const PFW256_STAGES_FC2: u32 = 4;
+/// Pipeline stages of the 128-row kernels (the staging tile is the last
+/// two).
+pub const PFW256_STAGES: u32 = 5;
 /// Activation bytes of a 128-row stage: 256 rows of 128 bytes.
 pub const PFW256_X_BYTES: u32 = PFW256_COLS * 128;
 /// Bytes of a 128-row stage: the activations, then 4 tasks' codes (the
@@ -413,19 +411,17 @@ pub const PFW256_STAGE_BYTES: u32 = PFW256_X_BYTES + 4 * 1024;
 pub const PFW256_OUT_STRIDE_FC1: u32 = 2 * 64 + 16;
 /// Staging-tile bytes per pair of the 128-row FC2 (128 16-bit rows, plus 16).
 pub const PFW256_OUT_STRIDE_FC2: u32 = 2 * 128 + 16;
-/// Dynamic shared memory of a 128-row `wgmma` prefill block (FC1 or FC2):
-/// the stages and their scales (512 bytes each), two tables of a group's
-/// pairs and weights (2 KiB each), three prefetch slots (a record and 256
-/// pairs), the staging tile, 1 KiB to align.
-pub const fn pfw256_smem_bytes(fc1: bool) -> u32 {
-    let (stages, stride) =
-        if fc1 { (PFW256_STAGES_FC1, PFW256_OUT_STRIDE_FC1) } else { (PFW256_STAGES_FC2, PFW256_OUT_STRIDE_FC2) };
-    stages * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS) + PFW256_COLS * stride + 1024
+/// Dynamic shared memory of a 128-row `wgmma` prefill block: the stages
+/// and their scales (512 bytes each; the epilogue's staging tile is the
+/// last two stages), two tables of a group's pairs and weights (2 KiB
+/// each), three prefetch slots (a record and 256 pairs), 1 KiB to align.
+pub const fn pfw256_smem_bytes() -> u32 {
+    PFW256_STAGES * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS) + 1024
 }
 /// Dynamic shared memory of the mixed 128-row kernels: the 128-row loop's
 /// or the 128-pair loop's, the larger.
-pub const fn pfw256_mix_smem_bytes(fc1: bool) -> u32 {
-    let (a, b) = (pfw256_smem_bytes(fc1), pfw_smem_bytes(PFW256_NARROW_COLS));
+pub const fn pfw256_mix_smem_bytes() -> u32 {
+    let (a, b) = (pfw256_smem_bytes(), pfw_smem_bytes(PFW256_NARROW_COLS));
     if a > b {
         a
     } else {
@@ -592,15 +588,12 @@ mod tests {
         for stride in [PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2] {
             assert_eq!(stride % 128, 16);
         }
-        // The 128-row x 256-pair kernels: within the limit, stages 1 KiB
-        // aligned, the staging tile 16-byte aligned after the stages,
-        // scales, tables and prefetch slots.
-        for fc1 in [true, false] {
-            assert!(pfw256_mix_smem_bytes(fc1) <= 227 * 1024, "{fc1}: {}", pfw256_mix_smem_bytes(fc1));
-            let stages = if fc1 { PFW256_STAGES_FC1 } else { PFW256_STAGES_FC2 };
-            assert!(stages >= 4);
-            let staging = stages * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS);
-            assert_eq!(staging % 16, 0);
+        // The 128-row x 256-pair kernels: within the limit; the staging
+        // tile (FC1's or FC2's) fits in the last two stages.
+        assert!(pfw256_mix_smem_bytes() <= 227 * 1024, "{}", pfw256_mix_smem_bytes());
+        assert!(PFW256_STAGES >= 4);
+        for stride in [PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2] {
+            assert!(PFW256_COLS * stride <= 2 * PFW256_STAGE_BYTES);
         }
         assert_eq!(PFW256_STAGE_BYTES % 1024, 0);
     }

@@ -19,10 +19,15 @@
 //!
 //! **Stage** (a chunk): the activations (32 KiB, first), the 4 tasks' codes
 //! (4 KiB); the scales (512 bytes) in an array of their own after the
-//! stages, so a stage stays a multiple of 1 KiB. FC1 runs
-//! [`crate::launch::PFW256_STAGES_FC1`] stages, FC2 (whose staging tile is
-//! twice FC1's) [`crate::launch::PFW256_STAGES_FC2`]; loads go `STAGES - 2`
-//! chunks ahead, the pipeline and waits as in [`super::prefill_wg`].
+//! stages, so a stage stays a multiple of 1 KiB. [`PFW256_STAGES`] stages,
+//! loads `STAGES - 2` chunks ahead, the pipeline and waits as in
+//! [`super::prefill_wg`].
+//!
+//! **The staging tile is the last two stages**: the next tile's first
+//! `STAGES - 2` chunks (issued before this tile's epilogue) go to the
+//! others, and its first chunk's barrier, before it loads the stage after
+//! them, comes after every thread's wait for its bulk copies to have read
+//! their sources. (Separate, FC2's 68 KiB tile left room for 4 stages.)
 //!
 //! **Rows past a group's pairs** copy the group's first row instead of
 //! zeros: columns are independent in the GEMM and nothing of such a column
@@ -40,8 +45,8 @@ use super::arch::*;
 use super::fc::{dequant_step, post, tile_scales, Gate};
 use super::wgmma;
 use crate::launch::{
-    PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES_FC1, PFW256_STAGES_FC2,
-    PFW256_STAGE_BYTES, PFW256_X_BYTES, PFW_THREADS,
+    PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES, PFW256_X_BYTES,
+    PFW_THREADS,
 };
 use crate::params::FcParams;
 use crate::tile::{fc1_stage_at, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, TASK_ROWS};
@@ -155,7 +160,7 @@ impl Tile {
     /// first also copies FC2's pairs and weights of the group to `tab`:
     /// 256 u32, then 256 f32).
     #[inline(always)]
-    unsafe fn prologue<const FC1: bool, const STAGES: u32>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
+    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
         let t0 = tid();
         if !FC1 && (64..64 + COLS / 2).contains(&t0) {
             let j = t0 - 64;
@@ -198,22 +203,15 @@ fn blocks_per_group(rows: u32) -> u32 {
     (rows / TASK_ROWS as u32).div_ceil(TASKS)
 }
 
-/// The bytes of dynamic shared memory this loop lays out from the 1 KiB
-/// aligned base (see `pfw256_smem_bytes` in [`crate::launch`]).
-#[inline(always)]
-const fn tables_at(stages: u32) -> u32 {
-    stages * (PFW256_STAGE_BYTES + SCALE_BYTES)
-}
+/// Where the FC2 tables start, from the 1 KiB aligned base (after the
+/// stages and their scales; `pfw256_smem_bytes` in [`crate::launch`]).
+const TABLES_AT: u32 = STAGES * (PFW256_STAGE_BYTES + SCALE_BYTES);
+const STAGES: u32 = PFW256_STAGES;
 
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
 /// column groups.
 #[inline(always)]
-unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
-    p: &FcParams,
-    groups: u32,
-    mut tile: u32,
-    zero: u32,
-) {
+unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
     let t0 = tid() + zero;
     let (warp, lane) = (t0 / 32, t0 % 32);
     let tpe = (p.rows + zero) / TASK_ROWS as u32;
@@ -222,9 +220,10 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
     let tiles = groups * tpb;
     let base = (smem() + zero + 1023) & !1023;
     let scales = base + STAGES * PFW256_STAGE_BYTES;
-    let tables = base + tables_at(STAGES);
+    let tables = base + TABLES_AT;
     let pre_at = |k: u32| tables + 2 * 8 * COLS + k * PRE_SLOT;
-    let out_stage = tables + 2 * 8 * COLS + 3 * PRE_SLOT;
+    // The staging tile: the last two stages (module docs).
+    let out_stage = base + (STAGES - 2) * PFW256_STAGE_BYTES;
     let mut pslot = 0;
     let bulk = FC1 || p.y16 != 0;
     let post = post::<BF16>();
@@ -245,7 +244,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
         }
         prefetch_record(p, t1 + gdim_here(), tiles, tpb, pre_at(2));
     }
-    cur.prologue::<FC1, STAGES>(p, nchunks, base, tables);
+    cur.prologue::<FC1>(p, nchunks, base, tables);
     // Warp w: mtile w % 2 of the block's task w / 2.
     let (wtask, wmt) = (warp / 2, warp % 2);
     while tile < tiles {
@@ -283,6 +282,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
                 });
             }
         };
+        // The previous tile's bulk copies have read the staging tile (the
+        // first chunk's barrier publishes it before its load reuses it).
+        if bulk {
+            bulk_wait_read::<0>();
+        }
         // ptxas drains the wgmma pipeline at every loop back-edge, so the
         // loop body is STAGES chunks (stage u of the body is u).
         let mut c = 0;
@@ -297,9 +301,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
         wgmma::wait::<0>();
         hold(&mut acc);
         cp_async_wait::<0>();
-        if bulk {
-            bulk_wait_read::<0>();
-        }
         sync();
         let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
         let tab = tables + parity * 8 * COLS;
@@ -315,7 +316,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const STAGES: u32>(
             }
             prefetch_record(p, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
             pslot = s1;
-            cur.prologue::<FC1, STAGES>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
+            cur.prologue::<FC1>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
         }
         let busy = wtask < ntask;
         if bulk {
@@ -479,13 +480,12 @@ macro_rules! w256_kernels {
         /// # Safety
         /// `p` as [`FcParams`] documents, routed with `group = 256`,
         /// `narrow = 0`; [`PFW_THREADS`] threads,
-        /// `pfw256_smem_bytes(FC1)` bytes of dynamic shared memory.
+        /// `pfw256_smem_bytes()` bytes of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            const S: u32 = if $fc1 { PFW256_STAGES_FC1 } else { PFW256_STAGES_FC2 };
-            prefill_w256::<$fc1, $bf16, S>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
+            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
         }
     )*};
 }
@@ -499,14 +499,13 @@ macro_rules! w256_mixed_kernels {
         ///
         /// # Safety
         /// `p` as [`FcParams`] documents, routed with `group = 256`,
-        /// `narrow = 128`; [`PFW_THREADS`] threads, `pfw256_mix_smem_bytes(FC1)`
+        /// `narrow = 128`; [`PFW_THREADS`] threads, `pfw256_mix_smem_bytes()`
         /// bytes of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            const S: u32 = if $fc1 { PFW256_STAGES_FC1 } else { PFW256_STAGES_FC2 };
-            prefill_w256::<$fc1, $bf16, S>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
             sync();
             let zero = opaque(0);
             let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
