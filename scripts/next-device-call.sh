@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The next device calls, prepared 2026-12-05 (sixth and seventh sessions).
 # PART=0: issue 5's 128-row x 256-pair prefill kernels (the n256 build):
-#         smoke, tests, sanitizers, prefill A/B; then the decode timeline.
+#         smoke, tests, sanitizers, prefill A/B; then the decode timeline
+#         (run 87). PART=1: run 88.
+# PART=3: the landed state after runs 87-88 (n256 and fdiv in the default
+#         PTX): tests, sanitizers, prefill and decode benches.
 # PART=1: the `trace` build's decode timeline; the `deps` and `fdiv` builds'
 #         decode tests, sanitizers and three alternating rounds of the full
 #         decode bench against the bundle's own PTX (same host binary).
@@ -27,7 +30,23 @@ D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
 N="env MOE4_PTX_FILE=/tmp/n256.ptx"
-if [ "${PART:-1}" = 0 ]; then
+if [ "${PART:-1}" = 3 ]; then
+  # The landed state (n256 kernels and fdiv in the default PTX): tests,
+  # sanitizers, the prefill and decode benches, all on the bundle's own PTX.
+  run info-own 90 /tmp/b1/moe4 info
+  run smoke 60 /tmp/b1/moe4 smoke
+  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
+  run test-decode 200 /tmp/b1/test-decode --test-threads=2
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run bench-prefill 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B \
+    --m 2048,8192 --json "$OUT/prefill.json"
+  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
+  run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
+  run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
+elif [ "${PART:-1}" = 0 ]; then
   # Issue 5: the 128-row x 256-pair wgmma prefill kernels (n256 build):
   # the instruction, the layer against the reference, then the prefill
   # bench (its width column times n64 / n128 / n256 in one run).

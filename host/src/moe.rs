@@ -27,7 +27,9 @@
 //! The prefill kernels are `moe_pfw*` on sm_90a (`wgmma`, 256 weight rows x
 //! 64 or 128 pairs per tile, 128 from [`WIDE_PREFILL_PAIRS`] mean pairs per
 //! expert; with 128, an expert's last group of at most 64 pairs takes a
-//! 64-pair tile, [`Tuning::narrow_tail`]) and `moe_pf*` elsewhere
+//! 64-pair tile, [`Tuning::narrow_tail`]; 128 rows x 256 pairs from
+//! [`N256_PREFILL_PAIRS`], the last groups of at most 128 pairs on 128-pair
+//! tiles) and `moe_pf*` elsewhere
 //! (`mma.sync`, 128 x 64). All read the same copy of the weights.
 
 use crate::dtype::Half;
@@ -55,6 +57,14 @@ pub const PREFILL_CROSSOVER: f64 = 24.0;
 /// M = 2048) 128 pairs per tile are 5-8 % faster, at 48 (V4-Flash) 64
 /// pairs are 37-38 % faster.
 pub const WIDE_PREFILL_PAIRS: f64 = 64.0;
+/// Mean pairs per active expert from which the `wgmma` prefill kernels
+/// take 128 weight rows x 256 pairs per tile (with each expert's last group
+/// of at most 128 pairs on a 128-pair tile). Measured on the H100 (run 87,
+/// docs/gpu-results.md): at means of 256 or more 4-12 % faster than 128
+/// pairs with 64-pair tails (Qwen3-30B-A3B, DeepSeek-V3, GPT-OSS-120B at
+/// M = 8192, Mixtral at M = 2048 and 8192); at 192 (V4-Flash, M = 8192) 1 %
+/// slower, at 128 (V4-Pro at M = 8192, Qwen3 at M = 2048) 11-17 % slower.
+pub const N256_PREFILL_PAIRS: f64 = 256.0;
 /// Widest column group any prefill kernel routes (pairs per tile: the
 /// 128-row `wgmma` kernels' 256).
 const MAX_GROUP: usize = PFW256_COLS as usize;
@@ -183,10 +193,9 @@ pub struct Tuning {
     /// Prefill on the `wgmma` kernels where the build has them (sm_90a);
     /// `false`: the `mma.sync` ones.
     pub wgmma: bool,
-    /// Pairs per tile of the `wgmma` prefill kernels, 64 or 128 (`None`:
-    /// from the mean pairs per expert, [`WIDE_PREFILL_PAIRS`]); 256 (128
-    /// weight rows x 256 pairs) in builds with those kernels (`moe4_exp =
-    /// "n256"`, experimental).
+    /// Pairs per tile of the `wgmma` prefill kernels, 64, 128 or 256 (128
+    /// weight rows x 256 pairs; the others 256 rows) (`None`: from the mean
+    /// pairs per expert, [`WIDE_PREFILL_PAIRS`], [`N256_PREFILL_PAIRS`]).
     pub wgmma_cols: Option<u32>,
     /// With 128-pair `wgmma` prefill tiles, an expert's last group of at
     /// most 64 pairs runs as a 64-pair tile (the `_mix` kernels; the
@@ -612,8 +621,11 @@ impl MoeWeights {
                     return Err(unsupported(
                         "wgmma prefill pairs per tile",
                         c,
-                        "must be 64 or 128 (256 in builds with the 128-row kernels, moe4_exp = \"n256\")",
+                        "must be 64, 128 or 256 (256 where the loaded PTX has the 128-row kernels)",
                     ))
+                }
+                None if mean >= N256_PREFILL_PAIRS && gpu.has_kernel(&format!("moe_pfw1_{}_n256", T::NAME)) => {
+                    Some(PFW256_COLS)
                 }
                 None => Some(if mean >= WIDE_PREFILL_PAIRS { 128 } else { 64 }),
             }

@@ -188,7 +188,7 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
     }
     checks.push(Check { name: "E2M1 x E4M3 dequant, bf16 path (all codes x scales)", mismatches: bad_b, total });
     checks.push(Check { name: "E2M1 x E4M3 dequant, f16 path (all codes x scales)", mismatches: bad_f, total });
-    // wgmma m64n256k16 (builds with `moe4_exp = "n256"`, sm_90a): A from
+    // wgmma m64n256k16 (sm_90a builds; a PTX file without it skips it): A from
     // registers, B by a 128-byte-swizzled descriptor over 256 rows; small
     // integers, exact in f32.
     if gpu.has_kernel("smoke_wgmma_n256_bf16") {

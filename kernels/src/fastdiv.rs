@@ -1,9 +1,8 @@
 //! Division by a divisor that stays fixed for a whole kernel, without the
 //! ~20-instruction software sequence a GPU needs for a u32 division: a
 //! reciprocal computed once ([`reciprocal`]), then per quotient a multiply-
-//! high and one correction ([`div_by`]). Used by the decode FC kernels of
-//! `moe4_exp = "fdiv"` builds at each task switch (tasks per expert,
-//! top-k); tested here on the host.
+//! high and one correction ([`div_by`]). Used by the decode FC kernels at
+//! each task switch (tasks per expert, top-k); tested here on the host.
 
 /// `floor((2^32 - 1) / d)`, the reciprocal [`div_by`] takes (`d > 0`).
 #[inline]

@@ -393,7 +393,7 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
 }
 
 /// Pairs per tile of the 128-row `wgmma` prefill kernels (`moe_pfw*_n256`,
-/// `moe_pfw*_mix256`, `moe4_exp = "n256"` builds): the routing's `group`.
+/// `moe_pfw*_mix256`, sm_90a): the routing's `group`.
 pub const PFW256_COLS: u32 = 256;
 /// Their mixed kernels' narrow width: each expert's last group of at most
 /// this many pairs runs on the 256-row x 128-pair loop.

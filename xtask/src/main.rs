@@ -279,6 +279,13 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     // counters' waits took them to 129-130 on their own).
     ("moe_fc2_bf16_nt2_dp$", 128, 4),
     ("moe_fc2_f16_nt2_dp$", 128, 4),
+    // The FC kernels whose task-switch reciprocals (kernels/src/fastdiv.rs)
+    // took them past 6 blocks' registers (94 instead of 80). (Not for
+    // `moe_fc1_bf16_nt2_r64`, 129 instead of 128 registers, which would
+    // spill 24 bytes at 4 blocks: it runs with 3 there.)
+    ("moe_fc1_bf16_nt1$", 128, 6),
+    ("moe_fc1_f16_nt1$", 128, 6),
+    ("moe_fc2_f16_nt1$", 128, 6),
     // The 6-warp kernels of the `moe4_exp = "w6"` build (4 blocks per SM).
     ("moe_fc1_bf16_nt1_w6", 192, 4),
     ("moe_fc1_f16_nt1_w6", 192, 4),
@@ -296,13 +303,6 @@ const EXP_LAUNCH_BOUNDS: &[(&str, &str, u32, u32)] = &[
     ("trace", "moe_fc1_f16_nt1$", 128, 6),
     ("trace", "moe_fc2_bf16_nt2$", 128, 4),
     ("trace", "moe_fc2_f16_nt2$", 128, 4),
-    // The `fdiv` build: the same for the kernels whose reciprocals took
-    // them past a block's registers (94 instead of 80). (Not for
-    // `moe_fc1_bf16_nt2_r64`, 129 instead of 128 registers, which would
-    // spill 24 bytes at 4 blocks: it runs with 3 there.)
-    ("fdiv", "moe_fc1_bf16_nt1$", 128, 6),
-    ("fdiv", "moe_fc1_f16_nt1$", 128, 6),
-    ("fdiv", "moe_fc2_f16_nt1$", 128, 6),
 ];
 
 /// Experimental builds whose kernels may use local memory (reported, not

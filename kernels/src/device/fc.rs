@@ -67,7 +67,7 @@ use super::arch::*;
 use super::route::route_in_block;
 use super::trace;
 use crate::decode::{bf16_scale_from_f16x2, decode_bf16, decode_f16, BF16_POST_LOG2, F16_POST_LOG2};
-#[cfg(moe4_exp = "fdiv")]
+#[cfg(not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
 use crate::fastdiv::{div_by, reciprocal};
 #[cfg(moe4_exp = "w6")]
 use crate::launch::fc_split_div;
@@ -232,20 +232,22 @@ struct Plan {
     nchunks: u32,
     /// Tasks in all.
     tasks: u32,
-    /// `moe4_exp = "fdiv"` builds: the reciprocals of `tpe` and top-k for
-    /// [`Plan::group`] and [`Plan::token`].
-    #[cfg(moe4_exp = "fdiv")]
+    /// The reciprocals of `tpe` and top-k for [`Plan::group`] and
+    /// [`Plan::token`] (not in the `moe4_exp = "fc2sl"` build, whose sliced
+    /// FC2 steps by chunk counts that are not powers of two, nor on sm_89,
+    /// where they cost the 8-warp FC2 a spilled word).
+    #[cfg(not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
     tpe_inv: u32,
-    #[cfg(moe4_exp = "fdiv")]
+    #[cfg(not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
     topk_inv: u32,
 }
 
 impl Plan {
     #[inline(always)]
     fn new(tpe: u32, nchunks: u32, tasks: u32, topk: u32) -> Plan {
-        #[cfg(moe4_exp = "fdiv")]
+        #[cfg(not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
         let plan = Plan { tpe, nchunks, tasks, tpe_inv: reciprocal(tpe), topk_inv: reciprocal(topk) };
-        #[cfg(not(moe4_exp = "fdiv"))]
+        #[cfg(any(moe4_exp = "fc2sl", moe4_arch = "sm_89"))]
         let plan = {
             let _ = topk;
             Plan { tpe, nchunks, tasks }
@@ -253,33 +255,29 @@ impl Plan {
         plan
     }
 
-    /// The token of `pair` (`pair / topk`; `moe4_exp = "fdiv"` builds: by
-    /// [`div_by`]).
+    /// The token of `pair` (`pair / topk`, by [`div_by`]: run 88 measured
+    /// the divisions by reciprocal 0.5-2.8 % faster at M = 1-4).
     #[inline(always)]
     fn token(&self, pair: u32, topk: u32) -> u32 {
-        #[cfg(moe4_exp = "fdiv")]
+        #[cfg(not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
         let t = div_by(pair, topk, self.topk_inv);
-        #[cfg(not(moe4_exp = "fdiv"))]
+        #[cfg(any(moe4_exp = "fc2sl", moe4_arch = "sm_89"))]
         let t = pair / topk;
         t
     }
 
-    /// The column group of `task` (`task / tpe`): in `moe4_exp = "fdiv"`
-    /// builds by [`div_by`] (each task switch divides by `tpe` several
-    /// times; a u32 division is ~20 instructions of software).
+    /// The column group of `task` (`task / tpe`), by [`div_by`] (each task
+    /// switch divides by `tpe` several times; a u32 division is ~20
+    /// instructions of software).
     #[inline(always)]
     fn group(&self, task: u32) -> u32 {
-        #[cfg(moe4_exp = "fdiv")]
+        #[cfg(not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
         let g = div_by(task, self.tpe, self.tpe_inv);
-        #[cfg(not(moe4_exp = "fdiv"))]
+        #[cfg(any(moe4_exp = "fc2sl", moe4_arch = "sm_89"))]
         let g = task / self.tpe;
         g
     }
 }
-
-// The sliced FC2's producers step by any slice count, not a power of two.
-#[cfg(all(moe4_exp = "fdiv", moe4_exp = "fc2sl"))]
-compile_error!("moe4_exp = \"fdiv\" assumes power-of-two chunk steps; it does not combine with \"fc2sl\"");
 
 /// What the producer needs of a task, loaded one task ahead: the expert
 /// and this lane's column pairs (`u32::MAX` past the group's last pair).
@@ -493,13 +491,14 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             return;
         }
         self.c = self.c0;
-        // (`fdiv` builds: `cstep` is a power of two here, the K split's
-        // group size, so the division is a shift.)
-        #[cfg(all(not(moe4_exp = "w6"), not(moe4_exp = "fdiv")))]
+        // (`cstep` is a power of two here, the K split's group size, so
+        // the division is a shift; not so in the `fc2sl` build; sm_89
+        // divides.)
+        #[cfg(all(not(moe4_exp = "w6"), any(moe4_exp = "fc2sl", moe4_arch = "sm_89")))]
         {
             self.left = (plan.nchunks - self.c0).div_ceil(self.cstep);
         }
-        #[cfg(all(not(moe4_exp = "w6"), moe4_exp = "fdiv"))]
+        #[cfg(all(not(moe4_exp = "w6"), not(any(moe4_exp = "fc2sl", moe4_arch = "sm_89"))))]
         {
             self.left = (plan.nchunks - self.c0 + self.cstep - 1) >> self.cstep.trailing_zeros();
         }

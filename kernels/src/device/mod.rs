@@ -7,7 +7,7 @@
 //! | [`fc`] | `moe_fc1_*`, `moe_fc2_*`: NVFP4 streaming GEMMs (decode path) |
 //! | [`prefill`] | `moe_pf1_*`, `moe_pf2_*`: prefill grouped GEMMs (`mma.sync`) |
 //! | `prefill_wg` | `moe_pfw*`: prefill grouped GEMMs on `wgmma` (sm_90a builds) |
-//! | `prefill_w256` | `moe_pfw*_n256`, `_mix256`: 128-row x 256-pair `wgmma` tiles (`moe4_exp = "n256"` builds) |
+//! | `prefill_w256` | `moe_pfw*_n256`, `_mix256`: 128-row x 256-pair `wgmma` tiles (sm_90a builds) |
 //! | `wgmma` | the `wgmma` instruction, fences, descriptors (sm_90a builds) |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
@@ -81,7 +81,7 @@ pub mod combine;
 pub mod fc;
 pub mod peak;
 pub mod prefill;
-#[cfg(all(moe4_arch = "sm_90a", moe4_exp = "n256"))]
+#[cfg(moe4_arch = "sm_90a")]
 pub mod prefill_w256;
 #[cfg(moe4_arch = "sm_90a")]
 pub mod prefill_wg;

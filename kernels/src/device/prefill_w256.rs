@@ -1,5 +1,6 @@
-//! `moe_pfw*_n256`, `moe_pfw*_mix256` (`moe4_exp = "n256"` sm_90a builds):
-//! the `wgmma` prefill GEMMs on 128-row x 256-pair tiles.
+//! `moe_pfw*_n256`, `moe_pfw*_mix256` (sm_90a builds): the `wgmma` prefill
+//! GEMMs on 128-row x 256-pair tiles, where an expert has ~256 pairs or
+//! more ([`crate::launch::PFW256_COLS`]; the host's `N256_PREFILL_PAIRS`).
 //!
 //! **Why.** The 256-row x 128-pair kernels ([`super::prefill_wg`]) issue
 //! ~234 instructions per warp and 64-k chunk, ~140 of them the E2M1 decode

@@ -538,7 +538,6 @@ unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
 /// The narrow tiles (at most 128 pairs) of the mixed 128-row x 256-pair
 /// kernels ([`super::prefill_w256`]): groups `g0 ..` on this module's
 /// 256-row x 128-pair loop, from tile `first`.
-#[cfg(moe4_exp = "n256")]
 #[inline(always)]
 pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool>(
     p: &FcParams,

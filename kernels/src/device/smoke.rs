@@ -144,7 +144,8 @@ pub unsafe extern "ptx-kernel" fn smoke_cvt_e2m1(out: *mut u32) {
     }
 }
 
-/// One `wgmma.mma_async.m64n256k16` (`moe4_exp = "n256"` sm_90a builds):
+/// One `wgmma.mma_async.m64n256k16` (sm_90a builds: the 128-row prefill
+/// kernels' instruction):
 /// A row-major `[64][16]` (16-bit, 8 words per row) from registers in the
 /// `mma.m16n8k16` fragment layout, B stored `[256][16]` (`[n][k]`, 8
 /// words per row) copied to shared memory as 128-byte rows with the
@@ -154,7 +155,7 @@ pub unsafe extern "ptx-kernel" fn smoke_cvt_e2m1(out: *mut u32) {
 /// # Safety
 /// One warpgroup (128 threads); `256 * 128 + 1024` bytes of dynamic
 /// shared memory; A 64 x 8 words, B 256 x 8 words, D 64 x 256 f32.
-#[cfg(all(moe4_arch = "sm_90a", moe4_exp = "n256"))]
+#[cfg(moe4_arch = "sm_90a")]
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn smoke_wgmma_n256_bf16(a: *const u32, b: *const u32, d: *mut f32) {
     use super::wgmma;

@@ -60,10 +60,8 @@ macro_rules! wgmma_m64n128k16 {
     };
 }
 
-/// `wgmma.mma_async.m64n256k16` into `$d: [[f32; 4]; 32]` (`moe4_exp =
-/// "n256"` builds: the 128-row x 256-pair prefill tile's building block);
-/// `$ty` is `"bf16"` or `"f16"`.
-#[cfg(moe4_exp = "n256")]
+/// `wgmma.mma_async.m64n256k16` into `$d: [[f32; 4]; 32]` (the 128-row x
+/// 256-pair prefill tiles); `$ty` is `"bf16"` or `"f16"`.
 macro_rules! wgmma_m64n256k16 {
     ($ty:literal, $d:expr, $a:expr, $desc:expr, $sd:expr) => {
         wgmma_rs!(concat!("m64n256k16.f32.", $ty, ".", $ty), ", 1, 1, 0;", $d, $a, $desc, $sd;
@@ -157,12 +155,11 @@ pub unsafe fn mma<const BF16: bool, const NT: usize>(d: &mut [[f32; 4]; NT], a: 
     }
 }
 
-/// `d (+)= a x B` over 256 columns, bf16 or f16 operands (`moe4_exp =
-/// "n256"` builds).
+/// `d (+)= a x B` over 256 columns, bf16 or f16 operands (the 128-row x
+/// 256-pair prefill tiles).
 ///
 /// # Safety
 /// As for [`mma`], with a B tile of 256 rows.
-#[cfg(moe4_exp = "n256")]
 #[inline(always)]
 pub unsafe fn mma_n256<const BF16: bool>(d: &mut [[f32; 4]; 32], a: [u32; 4], desc: u64, accumulate: bool) {
     let sd = accumulate as u32;

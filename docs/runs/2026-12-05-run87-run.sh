@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The next device calls, prepared 2026-12-05 (sixth and seventh sessions).
+# PART=0: issue 5's 128-row x 256-pair prefill kernels (the n256 build):
+#         smoke, tests, sanitizers, prefill A/B; then the decode timeline.
+# PART=1: the `trace` build's decode timeline; the `deps` and `fdiv` builds'
+#         decode tests, sanitizers and three alternating rounds of the full
+#         decode bench against the bundle's own PTX (same host binary).
+# PART=2: two host rules A/B'd with one program (`bench decode --tuning`),
+#         the trace build's decode tests, the fdiv build's sanitizers, and
+#         the n256 build's wgmma m64n256k16 smoke check (issue 5's tile).
+# Before the calls (here):
+#   cargo xtask gpu-bundle            # wait for it to return
+#   cargo xtask exp-ptx decode-deps deps
+#   cargo xtask exp-ptx decode-trace trace
+#   cargo xtask exp-ptx decode-fdiv fdiv
+#   cargo xtask exp-ptx n256 n256
+#   cp scripts/next-device-call.sh .gpu/run.sh
+# On the device (carry .gpu):  OUT=$OUT PART=1 bash .gpu/run.sh  (then PART=2)
+# Afterwards: python3 scripts/ab-steps.py $OUT/all.log own  (the A/B table).
+# Steps are in order of value; `run` skips what no longer fits the call.
+C=$(dirname "$0")
+. scripts/steps.sh
+mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
+for x in deps trace fdiv; do gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
+gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
+D="env MOE4_PTX_FILE=/tmp/deps.ptx"
+T="env MOE4_PTX_FILE=/tmp/trace.ptx"
+F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
+N="env MOE4_PTX_FILE=/tmp/n256.ptx"
+if [ "${PART:-1}" = 0 ]; then
+  # Issue 5: the 128-row x 256-pair wgmma prefill kernels (n256 build):
+  # the instruction, the layer against the reference, then the prefill
+  # bench (its width column times n64 / n128 / n256 in one run).
+  run info-n256 120 $N /tmp/b1/moe4 info
+  run smoke-n256 60 $N /tmp/b1/moe4 smoke
+  run test-prefill-n256 120 $N /tmp/b1/test-prefill --test-threads=2
+  for r in 1 2; do
+    run ab-n256-r$r 60 $N /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 2048,8192 \
+      --json "$OUT/prefill-n256-r$r.json"
+  done
+  run memcheck-n256 120 $N "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-n256 120 $N "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run bench-prefill-n256 150 $N /tmp/b1/moe4 bench prefill --json "$OUT/prefill-n256-all.json"
+  # Then the decode timeline (PART=1's first step).
+  run info-trace 120 $T /tmp/b1/moe4 info
+  run timeline 200 $T /tmp/b1/moe4 bench timeline --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 \
+    --m 1,2,4,8,16,64 --json "$OUT/timeline.json"
+elif [ "${PART:-1}" = 1 ]; then
+  # First loads of each PTX (the driver's JIT: 20-40 s each).
+  run info-trace 120 $T /tmp/b1/moe4 info
+  # 1. Where a decode call's time goes (perf-notes, next steps 1).
+  run timeline 200 $T /tmp/b1/moe4 bench timeline --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 \
+    --m 1,2,4,8,16,64 --json "$OUT/timeline.json"
+  run info-deps 120 $D /tmp/b1/moe4 info
+  run info-fdiv 120 $F /tmp/b1/moe4 info
+  run info-own 90 /tmp/b1/moe4 info
+  # 2. The deps and fdiv builds: tests, then three alternating rounds.
+  run test-decode-deps 240 $D /tmp/b1/test-decode --test-threads=2
+  run test-decode-fdiv 240 $F /tmp/b1/test-decode --test-threads=2
+  run test-limits-deps 60 $D /tmp/b1/test-limits --test-threads=2
+  run test-limits-fdiv 60 $F /tmp/b1/test-limits --test-threads=2
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode
+    run ab-deps-r$r 40 $D /tmp/b1/moe4 bench decode --json "$OUT/decode-deps-r$r.json"
+    run ab-fdiv-r$r 40 $F /tmp/b1/moe4 bench decode --json "$OUT/decode-fdiv-r$r.json"
+  done
+  run memcheck-deps 90 $D "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-deps 90 $D "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+else
+  run info-own 90 /tmp/b1/moe4 info
+  # 3. Host rules from the tune leads, one program: DeepSeek-V3 / V4-Pro
+  #    M = 1-2 on two column tiles; Qwen3 M = 8-32 on the 4-warp kernels.
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape DeepSeek-V3,DeepSeek-V4-Pro,Qwen3-30B-A3B --m 1,2,8,16,32
+    run ab-nt2-r$r 40 /tmp/b1/moe4 bench decode --shape DeepSeek-V3,DeepSeek-V4-Pro --m 1,2 --tuning nt=2
+    run ab-w4-r$r 40 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 8,16,32 --tuning wide=false
+  done
+  # 4. The trace build's notes change no result; the fdiv build under the
+  #    sanitizers.
+  run info-trace 120 $T /tmp/b1/moe4 info
+  run test-decode-trace 240 $T /tmp/b1/test-decode --test-threads=2
+  run info-fdiv 120 $F /tmp/b1/moe4 info
+  run memcheck-fdiv 90 $F "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-fdiv 90 $F "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  # 5. m64n256k16 from registers x a 256-row swizzled B: the 128 x 256
+  #    prefill tile's instruction, against the CPU (issue 5's lead).
+  run smoke-n256 120 env MOE4_PTX_FILE=/tmp/n256.ptx /tmp/b1/moe4 smoke
+fi
+echo "=== done in $(( $(date +%s) - T0 )) s" | tee -a "$S"
