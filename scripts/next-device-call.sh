@@ -5,6 +5,10 @@
 #         (run 87). PART=1: run 88.
 # PART=3: the landed state after runs 87-88 (n256 and fdiv in the default
 #         PTX): tests, sanitizers, prefill and decode benches.
+#         (run 89; run it again first on an H200, which has not seen this
+#         code.)
+# PART=4: the prefill k-loops with one part left out (nosync, noload,
+#         nowgmma, nofence builds): what bounds n128 and n256.
 # PART=1: the `trace` build's decode timeline; the `deps` and `fdiv` builds'
 #         decode tests, sanitizers and three alternating rounds of the full
 #         decode bench against the bundle's own PTX (same host binary).
@@ -24,13 +28,26 @@
 C=$(dirname "$0")
 . scripts/steps.sh
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
-for x in deps trace fdiv; do gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
-gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
+for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
+[ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
+for x in nosync noload nowgmma nofence; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
 N="env MOE4_PTX_FILE=/tmp/n256.ptx"
-if [ "${PART:-1}" = 3 ]; then
+if [ "${PART:-1}" = 4 ]; then
+  # Issue 5: what bounds the prefill k-loops (n128 and n256 alike): each
+  # build leaves one part of the chunk out (wrong results, timings only);
+  # the bench's width column times n64 / n128 / n256 under each.
+  # Before: cargo xtask exp-ptx pf-X X, for X in nosync noload nowgmma nofence.
+  for x in nosync noload nowgmma nofence; do run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info; done
+  for r in 1 2; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    for x in nosync noload nowgmma nofence; do
+      run ab-$x-r$r 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    done
+  done
+elif [ "${PART:-1}" = 3 ]; then
   # The landed state (n256 kernels and fdiv in the default PTX): tests,
   # sanitizers, the prefill and decode benches, all on the bundle's own PTX.
   run info-own 90 /tmp/b1/moe4 info

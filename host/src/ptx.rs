@@ -120,7 +120,14 @@ mod tests {
                 // the staged epilogue's bulk copies); the mixed-width
                 // kernels run two such tile loops with 1 between them.
                 _ if k.starts_with("moe_pfw") && k.ends_with("_mix") => 13,
+                // The 128-row kernels: 1 per chunk x 5 unrolled (the
+                // stages), 2 per tile; mixed: those, 1 between, the
+                // 128-pair loop's 6.
+                _ if k.starts_with("moe_pfw") && k.ends_with("_n256") => 7,
+                _ if k.starts_with("moe_pfw") && k.ends_with("_mix256") => 14,
                 _ if k.starts_with("moe_pfw") => 6,
+                // One warpgroup's B tile copied in, then one `wgmma`.
+                "smoke_wgmma_n256_bf16" => 1,
                 // FC2: 2 in each split phase, and it has two (after whole
                 // rounds, or alone with the copies before the wait: `PRE`),
                 // block-uniform alternatives.
@@ -165,7 +172,15 @@ mod tests {
                 assert!(ptx.contains(&format!(".entry {k}(")), "{} lacks {k}", a.name());
             }
             assert_eq!(Arch::from_name(a.name()), Some(a));
-            for k in ["moe_pfw1_bf16_n128", "moe_pfw2_f16_n64", "moe_pfw1_bf16_mix", "moe_pfw2_f16_mix"] {
+            for k in [
+                "moe_pfw1_bf16_n128",
+                "moe_pfw2_f16_n64",
+                "moe_pfw1_bf16_mix",
+                "moe_pfw2_f16_mix",
+                "moe_pfw1_bf16_n256",
+                "moe_pfw2_f16_mix256",
+                "smoke_wgmma_n256_bf16",
+            ] {
                 assert_eq!(ptx.contains(&format!(".entry {k}(")), a.has_wgmma(), "{} and {k}", a.name());
             }
         }

@@ -591,7 +591,7 @@ mod tests {
         // The 128-row x 256-pair kernels: within the limit; the staging
         // tile (FC1's or FC2's) fits in the last two stages.
         assert!(pfw256_mix_smem_bytes() <= 227 * 1024, "{}", pfw256_mix_smem_bytes());
-        assert!(PFW256_STAGES >= 4);
+        const { assert!(PFW256_STAGES >= 4) };
         for stride in [PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2] {
             assert!(PFW256_COLS * stride <= 2 * PFW256_STAGE_BYTES);
         }
