@@ -200,11 +200,11 @@ pub struct Tuning {
     /// With 128-pair `wgmma` prefill tiles, an expert's last group of at
     /// most 64 pairs runs as a 64-pair tile (the `_mix` kernels; the
     /// routing's narrow groups, `moe4_kernels::groups`) instead of a
-    /// 128-pair tile that is mostly empty; with 256-pair tiles, a last
-    /// group of at most 128 pairs runs as a 128-pair one (`_mix256`). Measured on the H200 (run 71, two
-    /// benches in one call): 2-6 % faster at M = 8192 on the five
-    /// many-expert shapes (Mixtral 0-1 %), 4-14 % at M = 2048 where 128
-    /// pairs per tile is chosen.
+    /// 128-pair tile that is mostly empty (measured on the H200, run 71,
+    /// two benches in one call: 2-6 % faster at M = 8192 on the five
+    /// many-expert shapes, Mixtral 0-1 %, 4-14 % at M = 2048 where 128
+    /// pairs per tile is chosen); with 256-pair tiles, a last group of at
+    /// most 128 pairs runs as a 128-pair one (`_mix256`).
     pub narrow_tail: bool,
     /// Pairs (M x top-k) from which the routing runs on many blocks
     /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
