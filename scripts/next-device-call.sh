@@ -1,28 +1,22 @@
 #!/usr/bin/env bash
-# The next device calls, prepared 2026-12-05 (sixth and seventh sessions).
-# PART=0: issue 5's 128-row x 256-pair prefill kernels (the n256 build):
-#         smoke, tests, sanitizers, prefill A/B; then the decode timeline
-#         (run 87). PART=1: run 88.
-# PART=3: the landed state after runs 87-88 (n256 and fdiv in the default
-#         PTX): tests, sanitizers, prefill and decode benches.
-#         (run 89; run it again first on an H200, which has not seen this
-#         code.)
+# The next device calls, prepared 2026-12-05 (seventh session).
+# Next: PART=3 (on an H200 first), then PART=4.
+# PART=3: the landed state (n256 and fdiv in the default PTX): tests,
+#         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=4: the prefill k-loops with one part left out (nosync, noload,
 #         nowgmma, nofence builds): what bounds n128 and n256.
-# PART=1: the `trace` build's decode timeline; the `deps` and `fdiv` builds'
-#         decode tests, sanitizers and three alternating rounds of the full
-#         decode bench against the bundle's own PTX (same host binary).
-# PART=2: two host rules A/B'd with one program (`bench decode --tuning`),
-#         the trace build's decode tests, the fdiv build's sanitizers, and
-#         the n256 build's wgmma m64n256k16 smoke check (issue 5's tile).
-# Before the calls (here):
+# Done (kept for the record): PART=0 (run 87: the n256 build, the decode
+# timeline), PART=1 (run 88: deps / fdiv A/B), PART=2 (partly run 90; its
+# n256 and fdiv builds are the default now). They need PTX files that
+# .gpu/exp no longer holds (n256, decode-fdiv); the `run` steps whose
+# files are missing fail on their own.
+# Before the calls (here; .gpu/BUILT_FROM names the commit they hold):
 #   cargo xtask gpu-bundle            # wait for it to return
+#   cargo xtask exp-ptx pf-X X        # X = nosync, noload, nowgmma, nofence
 #   cargo xtask exp-ptx decode-deps deps
 #   cargo xtask exp-ptx decode-trace trace
-#   cargo xtask exp-ptx decode-fdiv fdiv
-#   cargo xtask exp-ptx n256 n256
 #   cp scripts/next-device-call.sh .gpu/run.sh
-# On the device (carry .gpu):  OUT=$OUT PART=1 bash .gpu/run.sh  (then PART=2)
+# On the device (carry .gpu):  OUT=$OUT PART=3 bash .gpu/run.sh  (then PART=4)
 # Afterwards: python3 scripts/ab-steps.py $OUT/all.log own  (the A/B table).
 # Steps are in order of value; `run` skips what no longer fits the call.
 C=$(dirname "$0")
