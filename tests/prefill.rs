@@ -38,7 +38,7 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
         ("mma.sync", Tuning { wgmma: false, ..base }),
         ("mma.sync y f32", Tuning { wgmma: false, y16: false, ..base }),
     ];
-    // The 128-row x 256-pair kernels (builds with `moe4_exp = "n256"`).
+    // The 128-row x 256-pair kernels (sm_90a; a PTX file without them skips them).
     if gpu.has_kernel("moe_pfw1_bf16_n256") {
         v.extend([
             ("wgmma n256", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: false, ..base }),
