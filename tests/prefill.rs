@@ -22,8 +22,9 @@ fn reference<T: Half>(
 
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
 /// kernels with 64 and 128 pairs per tile, 128 with the experts' last
-/// groups of at most 64 pairs on 64-pair tiles (the `_mix` kernels), and
-/// the `mma.sync` ones; else the
+/// groups of at most 64 pairs on 64-pair tiles (the `_mix` kernels), the
+/// 128-row x 256-pair ones with and without 128-pair tails (`_mix256`,
+/// `_n256`), and the `mma.sync` ones; else the
 /// `mma.sync` ones; y in 16 bits (the default) and in f32.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
