@@ -315,7 +315,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
             c += STAGES;
         }
         wgmma::wait::<0>();
-        hold(&mut acc);
+        wgmma::hold_f32_n256(&mut acc);
         cp_async_wait::<0>();
         sync();
         let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
@@ -367,17 +367,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     }
     if bulk {
         bulk_wait::<0>();
-    }
-}
-
-/// [`wgmma::hold_f32`] for 32 column tiles.
-#[inline(always)]
-fn hold(acc: &mut [[f32; 4]; NT]) {
-    let (lo, hi) = acc.split_at_mut(16);
-    // SAFETY (both casts): each half holds 16 column tiles.
-    unsafe {
-        wgmma::hold_f32::<16>(&mut *(lo.as_mut_ptr() as *mut [[f32; 4]; 16]));
-        wgmma::hold_f32::<16>(&mut *(hi.as_mut_ptr() as *mut [[f32; 4]; 16]));
     }
 }
 

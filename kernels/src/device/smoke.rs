@@ -187,12 +187,7 @@ pub unsafe extern "ptx-kernel" fn smoke_wgmma_n256_bf16(a: *const u32, b: *const
     wgmma::mma_n256::<true>(&mut acc, fa, wgmma::desc_sw128(base), false);
     wgmma::commit();
     wgmma::wait::<0>();
-    {
-        let (lo, hi) = acc.split_at_mut(16);
-        // SAFETY (both casts): each half holds 16 column tiles.
-        wgmma::hold_f32::<16>(&mut *(lo.as_mut_ptr() as *mut [[f32; 4]; 16]));
-        wgmma::hold_f32::<16>(&mut *(hi.as_mut_ptr() as *mut [[f32; 4]; 16]));
-    }
+    wgmma::hold_f32_n256(&mut acc);
     unroll!(8, |j0| unroll!(4, |j1| {
         let j = 4 * j0 + j1;
         let col = 8 * j + 2 * t;

@@ -192,6 +192,17 @@ pub fn hold_f32<const NT: usize>(d: &mut [[f32; 4]; NT]) {
     }));
 }
 
+/// [`hold_f32`] for the 32 column tiles of [`mma_n256`].
+#[inline(always)]
+pub fn hold_f32_n256(d: &mut [[f32; 4]; 32]) {
+    let (lo, hi) = d.split_at_mut(16);
+    // SAFETY (both casts): each half holds 16 column tiles.
+    unsafe {
+        hold_f32::<16>(&mut *(lo.as_mut_ptr() as *mut [[f32; 4]; 16]));
+        hold_f32::<16>(&mut *(hi.as_mut_ptr() as *mut [[f32; 4]; 16]));
+    }
+}
+
 /// [`hold_f32`] for i32 accumulators.
 #[inline(always)]
 pub fn hold_i32<const NT: usize>(d: &mut [[i32; 4]; NT]) {
