@@ -300,11 +300,15 @@ fn sanitizer_case() {
     }
     // FC2 waiting per column group, where the build has the `_dp` kernels
     // (moe4_exp = "deps"): the whole grid and one block.
+    // After the routing kernel and routed in the FC kernels (`_rt_dp`).
     if gpu.has_kernel("moe_fc2_bf16_nt1_dp") {
         let d = moe4::Tuning::defaults(&gpu);
-        for fc_blocks in [None, Some(1)] {
-            *ws.tuning_mut() = moe4::Tuning { deps: Some(true), fc_route_pairs: Some(0), fc_blocks, ..d };
-            c.name = format!("sanitizer, FC2 per-group waits, grid {fc_blocks:?}");
+        for (fc_route_pairs, fc_blocks) in [(Some(0), None), (Some(0), Some(1)), (Some(64), None), (Some(64), Some(1))]
+        {
+            *ws.tuning_mut() = moe4::Tuning { deps: Some(true), fc_route_pairs, nt: Some(1), fc_blocks, ..d };
+            c.name = format!(
+                "sanitizer, FC2 per-group waits, FC routing up to {fc_route_pairs:?} pairs, grid {fc_blocks:?}"
+            );
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
@@ -453,10 +457,18 @@ fn fc2_per_group_waits_equal_the_whole_wait() {
     let layer = random_layer(&mut rng, e, h, i);
     let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
     let mut ws = Workspace::new(&w, &s, 64, topk).unwrap();
-    // The routing kernel (the `_dp` kernels have no `_rt` instances).
-    let d = moe4::Tuning { fc_route_pairs: Some(0), ..moe4::Tuning::defaults(&gpu) };
+    // After the routing kernel, and routed in the FC kernels themselves
+    // (the `_rt_dp` instances: one column tile, up to FC_ROUTE_MAX_PAIRS
+    // pairs; larger M there take the routing kernel).
+    let own = moe4::Tuning::defaults(&gpu);
+    let d = moe4::Tuning { fc_route_pairs: Some(0), ..own };
+    let rt = moe4::Tuning { fc_route_pairs: Some(moe4_kernels::launch::FC_ROUTE_MAX_PAIRS), nt: Some(1), ..own };
     let tunings = [
         ("default", d),
+        ("routed in the FC kernels", rt),
+        ("routed in the FC kernels, 1 block", moe4::Tuning { fc_blocks: Some(1), ..rt }),
+        ("routed in the FC kernels, 3 blocks 8 warps", moe4::Tuning { fc_blocks: Some(3), wide: Some(true), ..rt }),
+        ("routed in the FC kernels, 4 warps", moe4::Tuning { wide: Some(false), ..rt }),
         ("1 block", moe4::Tuning { fc_blocks: Some(1), ..d }),
         ("3 blocks 8 warps", moe4::Tuning { fc_blocks: Some(3), wide: Some(true), ..d }),
         ("4 warps", moe4::Tuning { wide: Some(false), ..d }),

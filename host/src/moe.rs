@@ -902,7 +902,7 @@ impl MoeWeights {
             return Err(unsupported(
                 "FC2 waiting per column group",
                 "forced",
-                "needs a decode call on kernels with `_dp` instances (not `_rt`, sliced or loads-only) and a build with them (moe4_exp = \"deps\")",
+                "needs a decode call on kernels with `_dp` instances (not sliced or loads-only) and a build with them (moe4_exp = \"deps\")",
             ));
         }
         let fc1_tasks = groups_est * (2 * inter as u32 / if n1.contains("_r64") { 64 } else { 32 });

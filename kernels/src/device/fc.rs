@@ -1345,10 +1345,10 @@ macro_rules! fc_kernels {
 /// ([`crate::params::FcDpParams`]) instead of waiting for all of FC1.
 #[cfg(moe4_exp = "deps")]
 macro_rules! fc_dp_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal, $wb:literal, $s:literal;)*) => {$(
+    ($($name:ident: $fc1:literal, $bf16:literal, $nt:literal, $mt:literal, $wb:literal, $s:literal, $rt:literal;)*) => {$(
         /// A per-group-wait instance `(FC1?, bf16?, column tiles, 16-row
-        /// tiles per task, warps per block, pipeline slots per warp)` of
-        /// the decode FC kernels.
+        /// tiles per task, warps per block, pipeline slots per warp,
+        /// routes the pairs itself?)` of the decode FC kernels.
         ///
         /// # Safety
         /// As the instance without `_dp`, with `p.fc`; `p.ready` as
@@ -1356,37 +1356,45 @@ macro_rules! fc_dp_kernels {
         /// call alike.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: crate::params::FcDpParams) {
-            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, false, false, DpGate>(&p.fc, DpGate { ready: p.ready, gate: GATE_NONE })
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, false, $rt, DpGate>(&p.fc, DpGate { ready: p.ready, gate: GATE_NONE })
         }
     )*};
 }
 
 #[cfg(moe4_exp = "deps")]
 fc_dp_kernels! {
-    moe_fc1_bf16_nt1_dp: true, true, 1, 2, 4, 4;
-    moe_fc1_bf16_nt2_dp: true, true, 2, 2, 4, 3;
-    moe_fc1_bf16_nt4_dp: true, true, 4, 2, 4, 3;
-    moe_fc1_f16_nt1_dp: true, false, 1, 2, 4, 4;
-    moe_fc1_f16_nt2_dp: true, false, 2, 2, 4, 3;
-    moe_fc1_f16_nt4_dp: true, false, 4, 2, 4, 3;
-    moe_fc2_bf16_nt1_dp: false, true, 1, 2, 4, 4;
-    moe_fc2_bf16_nt2_dp: false, true, 2, 2, 4, 3;
-    moe_fc2_bf16_nt4_dp: false, true, 4, 2, 4, 3;
-    moe_fc2_f16_nt1_dp: false, false, 1, 2, 4, 4;
-    moe_fc2_f16_nt2_dp: false, false, 2, 2, 4, 3;
-    moe_fc2_f16_nt4_dp: false, false, 4, 2, 4, 3;
-    moe_fc1_bf16_nt2_r64_dp: true, true, 2, 4, 4, 3;
-    moe_fc1_bf16_nt4_r64_dp: true, true, 4, 4, 4, 3;
-    moe_fc1_f16_nt2_r64_dp: true, false, 2, 4, 4, 3;
-    moe_fc1_f16_nt4_r64_dp: true, false, 4, 4, 4, 3;
-    moe_fc2_bf16_nt2_r64_dp: false, true, 2, 4, 4, 3;
-    moe_fc2_bf16_nt4_r64_dp: false, true, 4, 4, 4, 3;
-    moe_fc2_f16_nt2_r64_dp: false, false, 2, 4, 4, 3;
-    moe_fc2_f16_nt4_r64_dp: false, false, 4, 4, 4, 3;
-    moe_fc1_bf16_nt1_w8_dp: true, true, 1, 2, 8, 3;
-    moe_fc1_f16_nt1_w8_dp: true, false, 1, 2, 8, 3;
-    moe_fc2_bf16_nt1_w8_dp: false, true, 1, 2, 8, 3;
-    moe_fc2_f16_nt1_w8_dp: false, false, 1, 2, 8, 3;
+    moe_fc1_bf16_nt1_dp: true, true, 1, 2, 4, 4, false;
+    moe_fc1_bf16_nt2_dp: true, true, 2, 2, 4, 3, false;
+    moe_fc1_bf16_nt4_dp: true, true, 4, 2, 4, 3, false;
+    moe_fc1_f16_nt1_dp: true, false, 1, 2, 4, 4, false;
+    moe_fc1_f16_nt2_dp: true, false, 2, 2, 4, 3, false;
+    moe_fc1_f16_nt4_dp: true, false, 4, 2, 4, 3, false;
+    moe_fc2_bf16_nt1_dp: false, true, 1, 2, 4, 4, false;
+    moe_fc2_bf16_nt2_dp: false, true, 2, 2, 4, 3, false;
+    moe_fc2_bf16_nt4_dp: false, true, 4, 2, 4, 3, false;
+    moe_fc2_f16_nt1_dp: false, false, 1, 2, 4, 4, false;
+    moe_fc2_f16_nt2_dp: false, false, 2, 2, 4, 3, false;
+    moe_fc2_f16_nt4_dp: false, false, 4, 2, 4, 3, false;
+    moe_fc1_bf16_nt2_r64_dp: true, true, 2, 4, 4, 3, false;
+    moe_fc1_bf16_nt4_r64_dp: true, true, 4, 4, 4, 3, false;
+    moe_fc1_f16_nt2_r64_dp: true, false, 2, 4, 4, 3, false;
+    moe_fc1_f16_nt4_r64_dp: true, false, 4, 4, 4, 3, false;
+    moe_fc2_bf16_nt2_r64_dp: false, true, 2, 4, 4, 3, false;
+    moe_fc2_bf16_nt4_r64_dp: false, true, 4, 4, 4, 3, false;
+    moe_fc2_f16_nt2_r64_dp: false, false, 2, 4, 4, 3, false;
+    moe_fc2_f16_nt4_r64_dp: false, false, 4, 4, 4, 3, false;
+    moe_fc1_bf16_nt1_w8_dp: true, true, 1, 2, 8, 3, false;
+    moe_fc1_f16_nt1_w8_dp: true, false, 1, 2, 8, 3, false;
+    moe_fc2_bf16_nt1_w8_dp: false, true, 1, 2, 8, 3, false;
+    moe_fc2_f16_nt1_w8_dp: false, false, 1, 2, 8, 3, false;
+    moe_fc1_bf16_nt1_rt_dp: true, true, 1, 2, 4, 4, true;
+    moe_fc1_f16_nt1_rt_dp: true, false, 1, 2, 4, 4, true;
+    moe_fc2_bf16_nt1_rt_dp: false, true, 1, 2, 4, 4, true;
+    moe_fc2_f16_nt1_rt_dp: false, false, 1, 2, 4, 4, true;
+    moe_fc1_bf16_nt1_w8_rt_dp: true, true, 1, 2, 8, 3, true;
+    moe_fc1_f16_nt1_w8_rt_dp: true, false, 1, 2, 8, 3, true;
+    moe_fc2_bf16_nt1_w8_rt_dp: false, true, 1, 2, 8, 3, true;
+    moe_fc2_f16_nt1_w8_rt_dp: false, false, 1, 2, 8, 3, true;
 }
 
 // Warps and depth as `launch::fc_stages` says; `_w8`: the 8-warp kernels
