@@ -358,6 +358,25 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                     prefetch_next_l2::<FC1>(p, pre_at(s1), tile + gdim_here(), tiles, tpb, tpe, nchunks);
                 }
             }
+            // `pfw` builds: this tile's chunks 8 to 12 ahead into L2 (each
+            // task's codes and scales, and every activation row).
+            #[cfg(moe4_exp = "pfw")]
+            {
+                let n = opaque(nchunks);
+                let first = c + 8;
+                if first < n {
+                    let cnt = if n - first < STAGES { n - first } else { STAGES };
+                    if t0 % 64 == 0 && cur.cok {
+                        bulk_prefetch_l2(cur.csrc + (first * CHUNK_CODE_BYTES as u32) as u64, cnt * CHUNK_CODE_BYTES as u32);
+                    }
+                    if t0 < 32 && t0 % 8 == 0 && cur.sok {
+                        bulk_prefetch_l2(cur.ssrc + (first * CHUNK_SCALE_BYTES as u32) as u64, cnt * CHUNK_SCALE_BYTES as u32);
+                    }
+                    if t0 % 8 == 0 {
+                        unroll!(RPT, |i| bulk_prefetch_l2(cur.xsrc[i] + (first * 128) as u64, cnt * 128));
+                    }
+                }
+            }
             unroll!(STAGES as usize, |u| {
                 if c + (u as u32) < nchunks {
                     chunk(c + u as u32, u as u32, &mut acc);
