@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The next device calls, prepared 2026-12-06 (eighth session).
 # PART may list several parts, run in that order. Run 91 ran PART=5,4,3
-# (H200), run 92 PART=6; next: PART=7 (the pfw build).
+# (H200), run 92 PART=6; next: PART=7 (the pfw and epi prefill builds:
+#   cargo xtask exp-ptx pf-w pfw; cargo xtask exp-ptx pf-epi epi).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -28,7 +29,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence l2 w; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence l2 w epi; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -134,16 +135,23 @@ elif [ "$PART" = 6 ]; then
     run ab-$x-r1 30 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
   done
 elif [ "$PART" = 7 ]; then
-  # Issue 5: the n256 tiles' own chunks 8-12 ahead into L2 (`pfw` build):
-  # its test first, then alternating rounds (the first own step pays the
-  # default PTX's JIT).
-  run info-w 90 env MOE4_PTX_FILE=/tmp/pf-w.ptx /tmp/b1/moe4 info
-  run test-prefill-w 60 env MOE4_PTX_FILE=/tmp/pf-w.ptx /tmp/b1/test-prefill --test-threads=2
-  run ab-w-r1 30 env MOE4_PTX_FILE=/tmp/pf-w.ptx /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
+  # Issue 5, two prefill candidates (n256 kernels), each against the
+  # default in alternating rounds: `w` (the tile's own chunks 8-12 ahead
+  # into L2) and `epi` (FC1's epilogue without a branch per output, the
+  # tile switch's token divisions by a reciprocal). Tests first; the first
+  # own step pays the default PTX's JIT.
+  for x in w epi; do
+    run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info
+    run test-prefill-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/test-prefill --test-threads=2
+  done
+  run memcheck-epi 60 env MOE4_PTX_FILE=/tmp/pf-epi.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-epi 60 env MOE4_PTX_FILE=/tmp/pf-epi.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
   run ab-own-r1 90 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
-  for r in 2 3; do
-    run ab-w-r$r 30 env MOE4_PTX_FILE=/tmp/pf-w.ptx /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
-    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
+  for r in 1 2 3; do
+    for x in w epi; do
+      run ab-$x-r$r 30 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
+    done
+    [ $r = 1 ] || run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

@@ -1178,7 +1178,9 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
         unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
-                if col < n_grp {
+                // `epi` builds store every column of the tile (those past
+                // the group's pairs are never copied out).
+                if cfg!(moe4_exp = "epi") || col < n_grp {
                     let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
                     sts_u16(stage + col * stride + at, to_half_bits::<BF16>(h));
                 }

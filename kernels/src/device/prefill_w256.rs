@@ -118,11 +118,17 @@ impl Tile {
         let ntask = if tpe - task0 < TASKS { tpe - task0 } else { TASKS };
         let (q, rsub) = (t0 % 8, t0 / 8);
         let mut xsrc = [p.input; RPT];
+        // `epi` builds: the 8 token divisions by one reciprocal.
+        #[cfg(moe4_exp = "epi")]
+        let topk_inv = if FC1 { crate::fastdiv::reciprocal(p.topk) } else { 0 };
         unroll!(RPT, |i| {
             // Rows past the group's pairs read its first row (module docs).
             let r = rsub + 32 * i as u32;
             let r = if r < n_cols { r } else { 0 };
             let slot = slot0 + r;
+            #[cfg(moe4_exp = "epi")]
+            let row = if FC1 { crate::fastdiv::div_by(pair(slot, r), p.topk, topk_inv) } else { slot };
+            #[cfg(not(moe4_exp = "epi"))]
             let row = if FC1 { pair(slot, r) / p.topk } else { slot };
             xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
         });
@@ -472,7 +478,10 @@ unsafe fn stage_fc1<const BF16: bool>(
     let at = fc1_stage_at(0, 8 * w + g, PFW256_OUT_STRIDE_FC1);
     each_tile!(|j| unroll!(2, |u| {
         let col = 8 * j as u32 + 2 * t + u as u32;
-        if col < n_cols {
+        // `epi` builds store every column: those past the group's pairs
+        // (copies of its first) are never copied out, and the check cost
+        // a branch per output.
+        if cfg!(moe4_exp = "epi") || col < n_cols {
             let h = gate.apply(acc[j][u] * ag, acc[j][2 + u] * au);
             sts_u16(stage + col * PFW256_OUT_STRIDE_FC1 + at, to_half_bits::<BF16>(h));
         }
