@@ -29,7 +29,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence l2 w epi; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -40,15 +40,10 @@ if [ "$PART" = 4 ]; then
   # build leaves one part of the chunk out (wrong results, timings only);
   # the bench's width column times n64 / n128 / n256 under each.
   # Before: cargo xtask exp-ptx pf-X X, for X in nosync noload nowgmma nofence.
-  # l2 (`moe4_exp = "pfl2"`, a candidate, not a knob): each n256 tile
-  # prefetches the next tile's first chunks into L2; its tests first.
-  run info-l2 90 env MOE4_PTX_FILE=/tmp/pf-l2.ptx /tmp/b1/moe4 info
-  run test-prefill-l2 120 env MOE4_PTX_FILE=/tmp/pf-l2.ptx /tmp/b1/test-prefill --test-threads=2
-  run memcheck-l2 60 env MOE4_PTX_FILE=/tmp/pf-l2.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
   for x in nosync noload nowgmma nofence; do run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info; done
   for r in 1 2; do
     run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
-    for x in l2 nosync noload nowgmma nofence; do
+    for x in nosync noload nowgmma nofence; do
       run ab-$x-r$r 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
     done
   done

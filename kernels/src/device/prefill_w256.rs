@@ -207,44 +207,6 @@ unsafe fn prefetch_pairs(p: &FcParams, slot0: u32, n_cols: u32, at: u32) {
     cp_async4_zfill(at + 4 * t0, src, t0 < n_cols);
 }
 
-/// `pfl2` builds: tile `next`'s first `STAGES` chunks (activations, codes,
-/// scales) prefetched into L2 from its record and (FC1) pairs at `pre`,
-/// which this thread's own copies wrote at least one chunk barrier ago.
-#[cfg(moe4_exp = "pfl2")]
-#[inline(always)]
-unsafe fn prefetch_next_l2<const FC1: bool>(
-    p: &FcParams,
-    pre: u32,
-    next: u32,
-    tiles: u32,
-    tpb: u32,
-    tpe: u32,
-    nchunks: u32,
-) {
-    if next >= tiles {
-        return;
-    }
-    let t0 = tid();
-    let (e, slot0, n_cols) = (lds(pre), lds(pre + 4), lds(pre + 8));
-    let n = if nchunks < STAGES { nchunks } else { STAGES };
-    if t0 < n_cols {
-        let row = if FC1 { lds(pre + 16 + 4 * t0) / p.topk } else { slot0 + t0 };
-        bulk_prefetch_l2(p.input + 2 * row as u64 * p.k as u64, 128 * n);
-    }
-    let task0 = (next % tpb) * TASKS;
-    let ntask = if tpe - task0 < TASKS { tpe - task0 } else { TASKS };
-    let task_base = (e * tpe + task0) as u64 * nchunks as u64;
-    let (w, i) = (t0 / 32, t0 % 32);
-    if i < ntask {
-        let task = task_base + i as u64 * nchunks as u64;
-        if w == 1 {
-            bulk_prefetch_l2(p.codes + task * CHUNK_CODE_BYTES as u64, n * CHUNK_CODE_BYTES as u32);
-        } else if w == 2 {
-            bulk_prefetch_l2(p.scales + task * CHUNK_SCALE_BYTES as u64, n * CHUNK_SCALE_BYTES as u32);
-        }
-    }
-}
-
 /// 128-row blocks per group of a layer of `rows` weight rows.
 #[inline(always)]
 fn blocks_per_group(rows: u32) -> u32 {
@@ -351,19 +313,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         // loop body is STAGES chunks (stage u of the body is u).
         let mut c = 0;
         while c < nchunks {
-            // `pfl2` builds: the next tile's first chunks into L2, one
-            // iteration (STAGES chunks) or more before this tile ends.
-            #[cfg(moe4_exp = "pfl2")]
-            {
-                // (From an opaque copy: no value of this held through the
-                // loop, whose registers are at their limit.)
-                let n = opaque(nchunks);
-                let at = if n > 3 * STAGES { n - 2 * STAGES } else { STAGES };
-                if c <= at && at < c + STAGES {
-                    let s1 = if pslot == 2 { 0 } else { pslot + 1 };
-                    prefetch_next_l2::<FC1>(p, pre_at(s1), tile + gdim_here(), tiles, tpb, tpe, nchunks);
-                }
-            }
             // `pfw` builds: this tile's chunks 8 to 12 ahead into L2 (each
             // task's codes and scales, and every activation row).
             #[cfg(moe4_exp = "pfw")]
@@ -373,10 +322,16 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                 if first < n {
                     let cnt = if n - first < STAGES { n - first } else { STAGES };
                     if t0 % 64 == 0 && cur.cok {
-                        bulk_prefetch_l2(cur.csrc + (first * CHUNK_CODE_BYTES as u32) as u64, cnt * CHUNK_CODE_BYTES as u32);
+                        bulk_prefetch_l2(
+                            cur.csrc + (first * CHUNK_CODE_BYTES as u32) as u64,
+                            cnt * CHUNK_CODE_BYTES as u32,
+                        );
                     }
                     if t0 < 32 && t0 % 8 == 0 && cur.sok {
-                        bulk_prefetch_l2(cur.ssrc + (first * CHUNK_SCALE_BYTES as u32) as u64, cnt * CHUNK_SCALE_BYTES as u32);
+                        bulk_prefetch_l2(
+                            cur.ssrc + (first * CHUNK_SCALE_BYTES as u32) as u64,
+                            cnt * CHUNK_SCALE_BYTES as u32,
+                        );
                     }
                     if t0 % 8 == 0 {
                         unroll!(RPT, |i| bulk_prefetch_l2(cur.xsrc[i] + (first * 128) as u64, cnt * 128));
