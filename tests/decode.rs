@@ -303,8 +303,8 @@ fn sanitizer_case() {
     // After the routing kernel and routed in the FC kernels (`_rt_dp`).
     if gpu.has_kernel("moe_fc2_bf16_nt1_dp") {
         let d = moe4::Tuning::defaults(&gpu);
-        for (fc_route_pairs, fc_blocks) in [(Some(0), None), (Some(0), Some(1)), (Some(64), None), (Some(64), Some(1))]
-        {
+        let rt = Some(moe4_kernels::launch::FC_ROUTE_MAX_PAIRS);
+        for (fc_route_pairs, fc_blocks) in [(Some(0), None), (Some(0), Some(1)), (rt, None), (rt, Some(1))] {
             *ws.tuning_mut() = moe4::Tuning { deps: Some(true), fc_route_pairs, nt: Some(1), fc_blocks, ..d };
             c.name = format!(
                 "sanitizer, FC2 per-group waits, FC routing up to {fc_route_pairs:?} pairs, grid {fc_blocks:?}"
