@@ -144,10 +144,16 @@ impl<const RPT: usize> Tile<RPT> {
         let (q, rsub) = (t0 % 8, t0 / 8);
         let mut xsrc = [p.input; RPT];
         let mut xok = [false; RPT];
+        // `epi` builds: the token divisions by one reciprocal.
+        #[cfg(moe4_exp = "epi")]
+        let topk_inv = if FC1 { crate::fastdiv::reciprocal(p.topk) } else { 0 };
         unroll!(RPT, |i| {
             let r = rsub + 32 * i as u32;
             if r < n_cols {
                 let slot = slot0 + r;
+                #[cfg(moe4_exp = "epi")]
+                let row = if FC1 { crate::fastdiv::div_by(pair(slot, r), p.topk, topk_inv) } else { slot };
+                #[cfg(not(moe4_exp = "epi"))]
                 let row = if FC1 { pair(slot, r) / p.topk } else { slot };
                 xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
                 xok[i] = true;
