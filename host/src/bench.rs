@@ -818,57 +818,89 @@ pub struct PrefillResult {
     pub cublas_tflops: f64,
 }
 
-/// cuBLAS bf16 time for `[rows x k] x [k x n]` then `[rows x n/2] x [n/2 x k]`
-/// (the layer's two GEMMs as dense ones): milliseconds.
-fn cublas_ms(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, rows: usize, h: usize, i: usize) -> Result<f64> {
-    use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
-    use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-    let blas = CudaBlas::new(stream.clone())
-        .map_err(|e| crate::error::unsupported("cuBLAS", format!("{e:?}"), "could not be loaded"))?;
-    // Random bf16 in ±[0.5, 1), filled on the device (no multi-GB upload).
-    let fill_bf16 = |n: usize| -> Result<CudaSlice<bf16>> {
-        let mut b = stream.alloc_zeros::<bf16>(n + n % 2)?;
-        fill(gpu, stream, &mut b, n as u32, 0x807F_807F, 0x3F00_3F00)?;
-        Ok(b)
-    };
-    let x = fill_bf16(rows * h)?;
-    let w1 = fill_bf16(h * 2 * i)?;
-    let w2 = fill_bf16(i * h)?;
-    let mut y1 = stream.alloc_zeros::<bf16>(rows * 2 * i)?;
-    let mut y2 = stream.alloc_zeros::<bf16>(rows * h)?;
-    let hbuf = fill_bf16(rows * i)?;
-    let cfg = |m: usize, n: usize, k: usize| GemmConfig {
-        transa: CUBLAS_OP_N,
-        transb: CUBLAS_OP_N,
-        m: n as i32,
-        n: m as i32,
-        k: k as i32,
-        alpha: bf16::ONE,
-        lda: n as i32,
-        ldb: k as i32,
-        beta: bf16::ZERO,
-        ldc: n as i32,
-    };
-    let e =
-        |e: cudarc::cublas::result::CublasError| crate::error::unsupported("cuBLAS gemm", format!("{e:?}"), "failed");
-    time_ms(stream, 2, 10, || {
-        // Row-major C[m x n] = A[m x k] B[k x n] as column-major C^T = B^T A^T.
-        // SAFETY: the buffers hold the sizes the configs name.
-        unsafe {
-            blas.gemm(cfg(rows, 2 * i, h), &w1, &x, &mut y1).map_err(e)?;
-            blas.gemm(cfg(rows, h, i), &w2, &hbuf, &mut y2).map_err(e)?;
-        }
-        Ok(())
-    })
+/// The cuBLAS reference of a prefill point: bf16 dense GEMMs
+/// `[rows x H] x [H x 2I]` then `[rows x I] x [I x H]` (the layer's two
+/// GEMMs as dense ones), its buffers allocated once so that it can be timed
+/// in every round beside the layer (a fair "same run": it meets the same
+/// clocks and heat, and gets the same best-of-rounds).
+struct CublasRef {
+    blas: cudarc::cublas::CudaBlas,
+    x: CudaSlice<bf16>,
+    w1: CudaSlice<bf16>,
+    w2: CudaSlice<bf16>,
+    y1: CudaSlice<bf16>,
+    y2: CudaSlice<bf16>,
+    hbuf: CudaSlice<bf16>,
+    rows: usize,
+    h: usize,
+    i: usize,
 }
 
-/// Rounds of the prefill bench's variant timings (best of them each).
+impl CublasRef {
+    fn new(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, rows: usize, h: usize, i: usize) -> Result<Self> {
+        let blas = cudarc::cublas::CudaBlas::new(stream.clone())
+            .map_err(|e| crate::error::unsupported("cuBLAS", format!("{e:?}"), "could not be loaded"))?;
+        // Random bf16 in ±[0.5, 1), filled on the device (no multi-GB upload).
+        let fill_bf16 = |n: usize| -> Result<CudaSlice<bf16>> {
+            let mut b = stream.alloc_zeros::<bf16>(n + n % 2)?;
+            fill(gpu, stream, &mut b, n as u32, 0x807F_807F, 0x3F00_3F00)?;
+            Ok(b)
+        };
+        Ok(CublasRef {
+            blas,
+            x: fill_bf16(rows * h)?,
+            w1: fill_bf16(h * 2 * i)?,
+            w2: fill_bf16(i * h)?,
+            y1: stream.alloc_zeros::<bf16>(rows * 2 * i)?,
+            y2: stream.alloc_zeros::<bf16>(rows * h)?,
+            hbuf: fill_bf16(rows * i)?,
+            rows,
+            h,
+            i,
+        })
+    }
+
+    /// Milliseconds of the two GEMMs: the median of 5 calls after 2 warm-up
+    /// calls, as each layer variant is timed.
+    fn time_ms(&mut self, stream: &Arc<CudaStream>) -> Result<f64> {
+        use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+        use cudarc::cublas::{Gemm, GemmConfig};
+        let cfg = |m: usize, n: usize, k: usize| GemmConfig {
+            transa: CUBLAS_OP_N,
+            transb: CUBLAS_OP_N,
+            m: n as i32,
+            n: m as i32,
+            k: k as i32,
+            alpha: bf16::ONE,
+            lda: n as i32,
+            ldb: k as i32,
+            beta: bf16::ZERO,
+            ldc: n as i32,
+        };
+        let e = |e: cudarc::cublas::result::CublasError| {
+            crate::error::unsupported("cuBLAS gemm", format!("{e:?}"), "failed")
+        };
+        let (rows, h, i) = (self.rows, self.h, self.i);
+        let CublasRef { blas, x, w1, w2, y1, y2, hbuf, .. } = self;
+        time_ms(stream, 2, 5, || {
+            // Row-major C[m x n] = A[m x k] B[k x n] as column-major C^T = B^T A^T.
+            // SAFETY: the buffers hold the sizes the configs name.
+            unsafe {
+                blas.gemm(cfg(rows, 2 * i, h), &*w1, &*x, &mut *y1).map_err(e)?;
+                blas.gemm(cfg(rows, h, i), &*w2, &*hbuf, &mut *y2).map_err(e)?;
+            }
+            Ok(())
+        })
+    }
+}
+
 const PREFILL_ROUNDS: usize = 3;
 
 /// Times the prefill path for `shape` at each token count (and the decode
 /// path where it is still sensible), with cuBLAS on the same FLOPs. Each
 /// variant's time is the best of three rounds (`PREFILL_ROUNDS`, alternating
-/// order), each round the median of 5 calls after 2 warm-up calls.
+/// order), each round the median of 5 calls after 2 warm-up calls; cuBLAS
+/// is timed the same way in the same rounds.
 pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize]) -> Result<Vec<PrefillResult>> {
     let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
     let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 9)?;
@@ -928,14 +960,25 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         for launches in 1..=3 {
             variants.push((crate::ForwardPath::Prefill, Some(Tuning { launches, ..d })));
         }
+        // cuBLAS in every round too: first in the even rounds, last in the
+        // odd ones (the layer variants reversed), best of the rounds as theirs.
+        let mut cublas = CublasRef::new(gpu, stream, m * shape.topk, shape.h, shape.i)?;
+        let mut cb = f64::INFINITY;
         let mut best = vec![f64::INFINITY; variants.len()];
         for round in 0..PREFILL_ROUNDS {
+            if round % 2 == 0 {
+                cb = cb.min(cublas.time_ms(stream)?);
+            }
             for j in 0..variants.len() {
                 let v = if round % 2 == 0 { j } else { variants.len() - 1 - j };
                 let (path, tuning) = variants[v];
                 best[v] = best[v].min(run(path, tuning, &mut ws)?);
             }
+            if round % 2 == 1 {
+                cb = cb.min(cublas.time_ms(stream)?);
+            }
         }
+        drop(cublas);
         let pf = best[0];
         let dec = dec_at.map(|i| best[i]);
         let mma_sync = mma_sync_at.map(|i| best[i]);
@@ -945,7 +988,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
         let stages_us = [0, 1, 2].map(|k| best[stages_at + k] * 1e3);
         ws.set_path(crate::ForwardPath::Auto);
         let flops = 2.0 * (m * shape.topk) as f64 * 3.0 * shape.h as f64 * shape.i as f64;
-        let cb = cublas_ms(gpu, stream, m * shape.topk, shape.h, shape.i)?;
         res.push(PrefillResult {
             shape: shape.name,
             m,
