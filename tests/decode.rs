@@ -299,8 +299,8 @@ fn sanitizer_case() {
         }
     }
     // FC2 waiting per column group, where the build has the `_dp` kernels
-    // (moe4_exp = "deps"): the whole grid and one block.
-    // After the routing kernel and routed in the FC kernels (`_rt_dp`).
+    // (moe4_exp = "deps"): the whole grid and one block, after the routing
+    // kernel and routed in the FC kernels (`_rt_dp`).
     if gpu.has_kernel("moe_fc2_bf16_nt1_dp") {
         let d = moe4::Tuning::defaults(&gpu);
         let rt = Some(moe4_kernels::launch::FC_ROUTE_MAX_PAIRS);

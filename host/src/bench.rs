@@ -978,7 +978,6 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
                 cb = cb.min(cublas.time_ms(stream)?);
             }
         }
-        drop(cublas);
         let pf = best[0];
         let dec = dec_at.map(|i| best[i]);
         let mma_sync = mma_sync_at.map(|i| best[i]);

@@ -296,11 +296,10 @@ const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
 /// `moe4_exp = cfg`, to kernels whose names the default build shares.
 const EXP_LAUNCH_BOUNDS: &[(&str, &str, u32, u32)] = &[
     // The `trace` build: the blocks per SM of the default build, which its
-    // timeline notes' few registers would lower (5 instead of 6, 3 instead
-    // of 4). (Not for `moe_fc1_bf16_nt2_r64`, which would spill 36 bytes
-    // at 4 blocks: it runs with 3 there.)
-    ("trace", "moe_fc1_bf16_nt1$", 128, 6),
-    ("trace", "moe_fc1_f16_nt1$", 128, 6),
+    // timeline notes' few registers would lower (3 instead of 4; its 4-warp
+    // NT = 1 FC1 kernels keep 6 through [`LAUNCH_BOUNDS`]). (Not for
+    // `moe_fc1_bf16_nt2_r64`, which would spill 36 bytes at 4 blocks: it
+    // runs with 3 there.)
     ("trace", "moe_fc2_bf16_nt2$", 128, 4),
     ("trace", "moe_fc2_f16_nt2$", 128, 4),
 ];

@@ -47,6 +47,7 @@
 
 use super::arch::*;
 use super::fc::{dequant_step, post, tile_scales, Gate};
+use super::prefill_wg::{token_of, topk_reciprocal};
 use super::wgmma;
 use crate::launch::{
     PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES, PFW256_X_BYTES,
@@ -118,18 +119,13 @@ impl Tile {
         let ntask = if tpe - task0 < TASKS { tpe - task0 } else { TASKS };
         let (q, rsub) = (t0 % 8, t0 / 8);
         let mut xsrc = [p.input; RPT];
-        // `epi` builds: the 8 token divisions by one reciprocal.
-        #[cfg(moe4_exp = "epi")]
-        let topk_inv = if FC1 { crate::fastdiv::reciprocal(p.topk) } else { 0 };
+        let topk_inv = topk_reciprocal::<FC1>(p);
         unroll!(RPT, |i| {
             // Rows past the group's pairs read its first row (module docs).
             let r = rsub + 32 * i as u32;
             let r = if r < n_cols { r } else { 0 };
             let slot = slot0 + r;
-            #[cfg(moe4_exp = "epi")]
-            let row = if FC1 { crate::fastdiv::div_by(pair(slot, r), p.topk, topk_inv) } else { slot };
-            #[cfg(not(moe4_exp = "epi"))]
-            let row = if FC1 { pair(slot, r) / p.topk } else { slot };
+            let row = if FC1 { token_of(pair(slot, r), p.topk, topk_inv) } else { slot };
             xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
         });
         // Codes: 4 tasks x 1 KiB, one 16-byte piece per thread.

@@ -65,6 +65,29 @@ const STAGES: u32 = if cfg!(moe4_exp = "stages6") { PFW_STAGES_MAX } else { PFW_
 const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
+
+/// FC1's reciprocal of top-k for [`token_of`] (`moe4_exp = "epi"` builds;
+/// elsewhere, and for FC2, unused: 0).
+#[inline(always)]
+pub(super) fn topk_reciprocal<const FC1: bool>(p: &FcParams) -> u32 {
+    if FC1 && cfg!(moe4_exp = "epi") {
+        crate::fastdiv::reciprocal(p.topk)
+    } else {
+        0
+    }
+}
+
+/// The token of FC1's `pair` (`pair / topk`): in `moe4_exp = "epi"` builds
+/// by the reciprocal `inv` ([`topk_reciprocal`]), once per tile switch for
+/// all of a thread's rows.
+#[inline(always)]
+pub(super) fn token_of(pair: u32, topk: u32, inv: u32) -> u32 {
+    if cfg!(moe4_exp = "epi") {
+        crate::fastdiv::div_by(pair, topk, inv)
+    } else {
+        pair / topk
+    }
+}
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
 /// 128 bytes of activations, `c` x 1 KiB of codes, `c` x 128 bytes of
@@ -144,17 +167,12 @@ impl<const RPT: usize> Tile<RPT> {
         let (q, rsub) = (t0 % 8, t0 / 8);
         let mut xsrc = [p.input; RPT];
         let mut xok = [false; RPT];
-        // `epi` builds: the token divisions by one reciprocal.
-        #[cfg(moe4_exp = "epi")]
-        let topk_inv = if FC1 { crate::fastdiv::reciprocal(p.topk) } else { 0 };
+        let topk_inv = topk_reciprocal::<FC1>(p);
         unroll!(RPT, |i| {
             let r = rsub + 32 * i as u32;
             if r < n_cols {
                 let slot = slot0 + r;
-                #[cfg(moe4_exp = "epi")]
-                let row = if FC1 { crate::fastdiv::div_by(pair(slot, r), p.topk, topk_inv) } else { slot };
-                #[cfg(not(moe4_exp = "epi"))]
-                let row = if FC1 { pair(slot, r) / p.topk } else { slot };
+                let row = if FC1 { token_of(pair(slot, r), p.topk, topk_inv) } else { slot };
                 xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
                 xok[i] = true;
             }
