@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The next device calls, prepared 2026-12-06 (eighth session).
 # PART may list several parts, run in that order. Run 91 ran PART=5,4,3
-# (H200), run 92 PART=6; next: PART=7 (the pfw and epi prefill builds:
-#   cargo xtask exp-ptx pf-w pfw; cargo xtask exp-ptx pf-epi epi).
+# (H200), run 92 PART=6, run 93 PART=7 (H100); next: PART=8 (the landed
+# `epi` state: tests, sanitizers, benches; and the `noepi` knob build:
+#   cargo xtask exp-ptx pf-noepi noepi).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -29,7 +30,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -148,6 +149,30 @@ elif [ "$PART" = 7 ]; then
     done
     [ $r = 1 ] || run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3,Qwen3-30B-A3B --m 8192
   done
+elif [ "$PART" = 8 ]; then
+  # The landed state with `epi` (run 93 measured it on an H100 only):
+  # prefill tests and sanitizers, the prefill bench, then the `noepi` knob
+  # (the n256 / n128 epilogues left out: what the per-tile epilogue costs
+  # of the ~6.7k cycles a Qwen3 tile spends outside its k-loop), then the
+  # decode side and the rest of the tests.
+  run info-own 90 /tmp/b1/moe4 info
+  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
+  run smoke 60 /tmp/b1/moe4 smoke
+  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run bench-prefill 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B \
+    --m 2048,8192 --json "$OUT/prefill.json"
+  run info-noepi 90 env MOE4_PTX_FILE=/tmp/pf-noepi.ptx /tmp/b1/moe4 info
+  for r in 1 2; do
+    run ab-noepi-r$r 30 env MOE4_PTX_FILE=/tmp/pf-noepi.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+  done
+  run test-decode 200 /tmp/b1/test-decode --test-threads=2
+  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
+  run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's

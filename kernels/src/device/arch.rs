@@ -151,13 +151,6 @@ pub unsafe fn bulk_s2g(dst: u64, src: u32, bytes: u32) {
     asm!("cp.async.bulk.global.shared::cta.bulk_group [{d}], [{s}], {n};",
         d = in(reg64) dst, s = in(reg32) src, n = in(reg32) bytes, options(nostack));
 }
-/// Prefetches `bytes` (a multiple of 16) from global `src` (16-byte
-/// aligned) into L2 (`moe4_exp = "pfw"` builds; sm_90).
-#[cfg(moe4_exp = "pfw")]
-#[inline(always)]
-pub unsafe fn bulk_prefetch_l2(src: u64, bytes: u32) {
-    asm!("cp.async.bulk.prefetch.L2.global [{s}], {n};", s = in(reg64) src, n = in(reg32) bytes, options(nostack));
-}
 /// Closes the thread's current bulk group.
 #[inline(always)]
 pub unsafe fn bulk_commit() {

@@ -1161,7 +1161,6 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     acc: &Acc<NT, MTILES>,
     e: u32,
     (r, r0): (u32, u32),
-    n_grp: u32,
     post: f32,
     (stage, stride): (u32, u32),
 ) {
@@ -1178,12 +1177,10 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
         unroll16!(NT, |j| {
             unroll!(2, |u| {
                 let col = 8 * j as u32 + 2 * t + u as u32;
-                // `epi` builds store every column of the tile (those past
-                // the group's pairs are never copied out).
-                if cfg!(moe4_exp = "epi") || col < n_grp {
-                    let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
-                    sts_u16(stage + col * stride + at, to_half_bits::<BF16>(h));
-                }
+                // Every column of the tile is stored (those past the
+                // group's pairs are never copied out): no branch per output.
+                let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
+                sts_u16(stage + col * stride + at, to_half_bits::<BF16>(h));
             })
         })
     });

@@ -66,27 +66,22 @@ const CODE_BYTES: u32 = WARPS * CHUNK_CODE_BYTES as u32; // 8 KiB
 /// Chunks per iteration of the main loop.
 const UNROLL: u32 = 4;
 
-/// FC1's reciprocal of top-k for [`token_of`] (`moe4_exp = "epi"` builds;
-/// elsewhere, and for FC2, unused: 0).
+/// FC1's reciprocal of top-k for [`token_of`] (FC2: unused, 0).
 #[inline(always)]
 pub(super) fn topk_reciprocal<const FC1: bool>(p: &FcParams) -> u32 {
-    if FC1 && cfg!(moe4_exp = "epi") {
+    if FC1 {
         crate::fastdiv::reciprocal(p.topk)
     } else {
         0
     }
 }
 
-/// The token of FC1's `pair` (`pair / topk`): in `moe4_exp = "epi"` builds
-/// by the reciprocal `inv` ([`topk_reciprocal`]), once per tile switch for
-/// all of a thread's rows.
+/// The token of FC1's `pair` (`pair / topk`) by the reciprocal `inv`
+/// ([`topk_reciprocal`]), worked out once per tile switch for all of a
+/// thread's rows.
 #[inline(always)]
 pub(super) fn token_of(pair: u32, topk: u32, inv: u32) -> u32 {
-    if cfg!(moe4_exp = "epi") {
-        crate::fastdiv::div_by(pair, topk, inv)
-    } else {
-        pair / topk
-    }
+    crate::fastdiv::div_by(pair, topk, inv)
 }
 /// One tile (a 256-row block of a column group) as this thread sees it:
 /// the work, and this thread's copy sources at chunk 0 (chunk `c` adds `c` x
@@ -449,7 +444,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             let stride = if FC1 { PFW_OUT_STRIDE_FC1 } else { PFW_OUT_STRIDE_FC2 };
             if warp < ntask {
                 if FC1 {
-                    stage_fc1::<BF16, NT>(p, &acc, e, (task0 + warp, task0), n_cols, post, (out_stage, stride));
+                    stage_fc1::<BF16, NT>(p, &acc, e, (task0 + warp, task0), post, (out_stage, stride));
                 } else {
                     let weight = |col: u32| f32::from_bits(lds(tab + 4 * (cols + col)));
                     stage_fc2::<BF16, NT>(p, &acc, e, warp, post, weight, (out_stage, stride));
