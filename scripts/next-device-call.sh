@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The next device calls, prepared 2026-12-06 (eighth session).
 # PART may list several parts, run in that order. Run 91 ran PART=5,4,3
-# (H200), run 92 PART=6, run 93 PART=7 (H100); next: PART=8 (the landed
-# `epi` state: tests, sanitizers, benches; and the `noepi` knob build:
-#   cargo xtask exp-ptx pf-noepi noepi).
+# (H200), run 92 PART=6, run 93 PART=7, run 94 PART=8 (H100); next:
+# run 95 PART=9 (H100); next: PART=3,10 (the landed state with `silu`:
+# tests, sanitizers, benches; then the landed PTX against run 95's
+# pf-silu build, which differs from it in register numbering only).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -30,7 +31,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -173,6 +174,34 @@ elif [ "$PART" = 8 ]; then
   run test-limits 60 /tmp/b1/test-limits --test-threads=2
   run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
   run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
+elif [ "$PART" = 9 ]; then
+  # Issue 5, the FC1 epilogue (run 94: the epilogues are 14 % of Qwen3's
+  # layer): `silu` (SiLU without the clamps' 6 instructions per output
+  # where the limit is +inf; bits unchanged), `sd0` (silu + each tile's
+  # first wgmma overwrites the accumulators instead of 64-128 zeroing
+  # instructions per tile). Tests and sanitizers first, then alternating
+  # rounds against the default.
+  for x in silu sd0; do
+    run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info
+    run test-prefill-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/test-prefill --test-threads=2
+  done
+  run memcheck-sd0 60 env MOE4_PTX_FILE=/tmp/pf-sd0.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-sd0 60 env MOE4_PTX_FILE=/tmp/pf-sd0.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    for x in silu sd0; do
+      run ab-$x-r$r 30 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    done
+  done
+  run smoke-sd0 60 env MOE4_PTX_FILE=/tmp/pf-sd0.ptx /tmp/b1/moe4 smoke
+elif [ "$PART" = 10 ]; then
+  # The landed `silu` PTX against the pf-silu build that run 95 timed.
+  run info-silu 90 env MOE4_PTX_FILE=/tmp/pf-silu.ptx /tmp/b1/moe4 info
+  for r in 1 2; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    run ab-silu-r$r 30 env MOE4_PTX_FILE=/tmp/pf-silu.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+  done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's

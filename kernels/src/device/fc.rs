@@ -210,6 +210,22 @@ impl<'a> Gate<'a> {
         Gate { p, gpt: p.act == ActKind::GptOss as u32 }
     }
 
+    /// Whether the activation is SiLU without a clamp (`limit` = +inf),
+    /// where [`Gate::silu`] gives [`Gate::apply`]'s bits with fewer
+    /// instructions (one test per epilogue, uniform across the warp).
+    #[inline(always)]
+    pub fn plain(&self) -> bool {
+        !self.gpt && self.p.limit == f32::INFINITY
+    }
+
+    /// `act(g, u)` where [`Gate::plain`]: `g * sigmoid(g) * u`, the same
+    /// operations as [`Gate::apply`] less the clamps that cannot bind.
+    #[inline(always)]
+    pub fn silu(g: f32, u: f32) -> f32 {
+        let s = rcp(1.0 + ex2(g * -core::f32::consts::LOG2_E));
+        g * s * u
+    }
+
     /// `act(g, u)`.
     #[inline(always)]
     pub fn apply(&self, g: f32, u: f32) -> f32 {
@@ -1169,21 +1185,33 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let gate = Gate::of(p);
-    unroll!(MTILES, |mt| {
-        // The channel in the block's piece (whose first, 16 r0, is a
-        // multiple of 128: blocks of 8 tasks).
-        let ch = 16 * (r - r0) + 8 * mt as u32 + g;
-        let at = fc1_stage_at(0, ch, stride);
-        unroll16!(NT, |j| {
-            unroll!(2, |u| {
-                let col = 8 * j as u32 + 2 * t + u as u32;
-                // Every column of the tile is stored (those past the
-                // group's pairs are never copied out): no branch per output.
-                let h = gate.apply(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
-                sts_u16(stage + col * stride + at, to_half_bits::<BF16>(h));
+    macro_rules! store_with {
+        ($act:expr) => {
+            unroll!(MTILES, |mt| {
+                // The channel in the block's piece (whose first, 16 r0, is a
+                // multiple of 128: blocks of 8 tasks).
+                let ch = 16 * (r - r0) + 8 * mt as u32 + g;
+                let at = fc1_stage_at(0, ch, stride);
+                unroll16!(NT, |j| {
+                    unroll!(2, |u| {
+                        let col = 8 * j as u32 + 2 * t + u as u32;
+                        // Every column of the tile is stored (those past the
+                        // group's pairs are never copied out): no branch per
+                        // output.
+                        let h = $act(acc[mt][j][u] * ag, acc[mt][j][2 + u] * au);
+                        sts_u16(stage + col * stride + at, to_half_bits::<BF16>(h));
+                    })
+                })
             })
-        })
-    });
+        };
+    }
+    // Plain SiLU without the clamps' instructions (run 95: -2.3 % on
+    // Qwen3's layer at M = 8192; the same bits).
+    if gate.plain() {
+        store_with!(Gate::silu)
+    } else {
+        store_with!(|g, u| gate.apply(g, u))
+    }
 }
 
 /// FC2 epilogue into a shared staging tile (prefill with 16-bit y):
