@@ -2,9 +2,9 @@
 # The next device calls, prepared 2026-12-06 (eighth session).
 # PART may list several parts, run in that order. Run 91 ran PART=5,4,3
 # (H200), run 92 PART=6, run 93 PART=7, run 94 PART=8 (H100); next:
-# run 95 PART=9 (H100); next: PART=3,10 (the landed state with `silu`:
-# tests, sanitizers, benches; then the landed PTX against run 95's
-# pf-silu build, which differs from it in register numbering only).
+# run 95 PART=9, run 96 PART=3,10 (H100); next: PART=11 (what of the
+# epilogues' cost is the bulk copies: cargo xtask exp-ptx pf-nobulk nobulk;
+# cargo xtask exp-ptx pf-noepi noepi).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -31,7 +31,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -201,6 +201,18 @@ elif [ "$PART" = 10 ]; then
   for r in 1 2; do
     run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
     run ab-silu-r$r 30 env MOE4_PTX_FILE=/tmp/pf-silu.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+  done
+elif [ "$PART" = 11 ]; then
+  # Issue 5: the epilogues' 14 % (run 94), split: `nobulk` writes the
+  # staging tiles but copies nothing out (no bulk copies, nothing for the
+  # next tile to wait on); `noepi` writes nothing. Timing only.
+  run info-own 90 /tmp/b1/moe4 info
+  for x in nobulk noepi; do run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info; done
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    for x in nobulk noepi; do
+      run ab-$x-r$r 30 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+    done
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
