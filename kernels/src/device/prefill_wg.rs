@@ -461,7 +461,8 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             // Written by the generic proxy, read by the bulk copies.
             wgmma::fence_proxy_async();
             sync();
-            if t0 < n_cols && !cfg!(moe4_exp = "noepi") {
+            // (`nobulk`: the staging tile written, never copied out; timing only.)
+            if t0 < n_cols && !cfg!(any(moe4_exp = "noepi", moe4_exp = "nobulk")) {
                 // Column t0's piece: FC1 h row slot0 + t0 from channel 16
                 // task0 (16 channels per task), FC2 y row of its pair from
                 // row 32 task0 (32 rows per task).
