@@ -5,8 +5,10 @@
 # run 95 PART=9, run 96 PART=3,10, run 97 PART=11, run 98 PART=12
 # (H100); next: PART=13 (the landed stv4 PTX, which differs from run 98's
 # pf-stv4 in its n256 kernels' register numbering and the bulk waits
-# removed: prefill tests, sanitizers, one bench round); then PART=3 on
-# an H200 (issue 3's and 5's tables there predate the ninth session).
+# removed: prefill tests, sanitizers, one bench round; run 99); next:
+# PART=3 on an H200 (issue 3's and 5's tables there predate the ninth
+# session), PART=14 (the 128-pair kernels' copy-out without bulk copies:
+# cargo xtask exp-ptx pf-stv4w stv4w).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -33,7 +35,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -237,6 +239,19 @@ elif [ "$PART" = 13 ]; then
   run smoke 30 /tmp/b1/moe4 smoke
   run bench-prefill 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
   run test-limits 40 /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 14 ]; then
+  # Issue 5: the 128-pair kernels (prefill_wg.rs: the `_mix` tails of the
+  # n256 layers, and every tile at M = 2048) copy their staging tiles out
+  # with coalesced 16-byte stores, as the n256 kernels since run 98.
+  run info-stv4w 90 env MOE4_PTX_FILE=/tmp/pf-stv4w.ptx /tmp/b1/moe4 info
+  run test-prefill-stv4w 60 env MOE4_PTX_FILE=/tmp/pf-stv4w.ptx /tmp/b1/test-prefill --test-threads=2
+  run memcheck-stv4w 60 env MOE4_PTX_FILE=/tmp/pf-stv4w.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-stv4w 60 env MOE4_PTX_FILE=/tmp/pf-stv4w.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
+    run ab-stv4w-r$r 30 env MOE4_PTX_FILE=/tmp/pf-stv4w.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
+  done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's
