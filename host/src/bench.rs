@@ -894,6 +894,8 @@ impl CublasRef {
     }
 }
 
+/// Rounds of the prefill bench's timings, of the layer variants and of
+/// cuBLAS (best of them each).
 const PREFILL_ROUNDS: usize = 3;
 
 /// Times the prefill path for `shape` at each token count (and the decode

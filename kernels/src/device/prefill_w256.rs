@@ -233,7 +233,9 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     // The staging tile: the last two stages (module docs).
     let out_stage = base + (STAGES - 2) * PFW256_STAGE_BYTES;
     let mut pslot = 0;
-    let bulk = FC1 || p.y16 != 0;
+    // FC1 and FC2 with 16-bit y go through the staging tile; FC2 with f32
+    // y stores from registers.
+    let staged = FC1 || p.y16 != 0;
     let post = post::<BF16>();
 
     if tile >= tiles {
@@ -342,7 +344,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
             stg_u32_if(p.output, x, x == 0x7fc0_1234);
         }
         let busy = wtask < ntask && !cfg!(moe4_exp = "noepi");
-        if bulk {
+        if staged {
             if busy {
                 if FC1 {
                     stage_fc1::<BF16>(p, &acc, e, warp, post, out_stage);
