@@ -8,7 +8,8 @@
 # removed: prefill tests, sanitizers, one bench round; run 99); next:
 # PART=3 on an H200 (issue 3's and 5's tables there predate the ninth
 # session), PART=14 (the 128-pair kernels' copy-out without bulk copies:
-# cargo xtask exp-ptx pf-stv4w stv4w).
+# cargo xtask exp-ptx pf-stv4w stv4w), PART=15 (the n256 kernels'
+# copy out deferred into the next tile: exp-ptx pf-dco dco, pf-dco1 dco1).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -35,7 +36,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -251,6 +252,21 @@ elif [ "$PART" = 14 ]; then
   for r in 1 2 3; do
     run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
     run ab-stv4w-r$r 30 env MOE4_PTX_FILE=/tmp/pf-stv4w.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
+  done
+elif [ "$PART" = 15 ]; then
+  # Issue 5: the n256 kernels' staging tile in a region of its own, copied
+  # out during the next tile's first 8 chunks (dco: FC1 and FC2, FC2 with
+  # 4 stages; dco1: FC1 only). The host's shared memory covers both.
+  for x in dco dco1; do
+    run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info
+    run test-prefill-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/test-prefill --test-threads=2
+    run memcheck-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+    run racecheck-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  done
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
+    run ab-dco-r$r 30 env MOE4_PTX_FILE=/tmp/pf-dco.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
+    run ab-dco1-r$r 30 env MOE4_PTX_FILE=/tmp/pf-dco1.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 2048,8192
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
