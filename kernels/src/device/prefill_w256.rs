@@ -151,13 +151,21 @@ impl Tile {
 
     /// Chunk `c`'s copies into stage `s` (at `sb`; its scales at `scb`).
     #[inline(always)]
-    unsafe fn load(&self, c: u32, sb: u32, scb: u32) {
+    unsafe fn load(&self, c: u32, sb: u32, scb: u32, keep: bool) {
         let t0 = tid();
         let (q, rsub) = (t0 % 8, t0 / 8);
         let xdst = sb + rsub * 128 + 16 * (q ^ (rsub % 8));
-        unroll!(RPT, |i| {
-            cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
-        });
+        // (`evl`, an experimental build: FC1's activations kept in L2.)
+        if keep {
+            let pol = policy_evict_last();
+            unroll!(RPT, |i| {
+                cp_async16_hint(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64, pol);
+            });
+        } else {
+            unroll!(RPT, |i| {
+                cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
+            });
+        }
         cp_async16_zfill(sb + PFW256_X_BYTES + 16 * t0, self.csrc + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok);
         if t0 < 32 {
             cp_async16_zfill(scb + 16 * t0, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
@@ -181,7 +189,7 @@ impl Tile {
         let mut s = 0;
         while s < stages - 2 {
             if s < nchunks {
-                self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
+                self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES, keep_x::<FC1>());
             }
             cp_async_commit();
             s += 1;
@@ -234,6 +242,12 @@ const fn stages(fc1: bool) -> u32 {
     } else {
         PFW256_STAGES
     }
+}
+
+/// `evl` (an experimental build, with `evf`'s stores): FC1's activation
+/// loads evict last from L2. `evf`: the copies out evict first.
+const fn keep_x<const FC1: bool>() -> bool {
+    FC1 && cfg!(moe4_exp = "evl")
 }
 
 /// `dco`: chunks over which the previous tile's staging tile is copied out
@@ -330,7 +344,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
             if next < nchunks && !cfg!(moe4_exp = "noload") {
                 // The stage two back.
                 let sn = if s >= 2 { s - 2 } else { s + n_stages - 2 };
-                cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+                cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES, keep_x::<FC1>());
             }
             cp_async_commit();
             if wg_busy {
@@ -453,7 +467,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                         } else {
                             lds(tab + 4 * col) as u64 * p.rows as u64 + 32 * task0 as u64
                         };
-                        stg_v4(p.output + 2 * row + 16 * piece as u64, v);
+                        if cfg!(any(moe4_exp = "evf", moe4_exp = "evl")) {
+                            stg_v4_hint(p.output + 2 * row + 16 * piece as u64, v, policy_evict_first());
+                        } else {
+                            stg_v4(p.output + 2 * row + 16 * piece as u64, v);
+                        }
                     }
                 });
             }
