@@ -11,7 +11,8 @@
 # cargo xtask exp-ptx pf-stv4w stv4w), PART=15 (the n256 kernels'
 # copy out deferred into the next tile: exp-ptx pf-dco dco, pf-dco1 dco1;
 # run 100 ran PART=3,15,14 on an H100), PART=16 (L2 policies: exp-ptx
-# pf-evf evf, pf-evl evl).
+# pf-evf evf, pf-evl evl; run 101), PART=17 (6 stages and no epilogue
+# proxy fence in the n256 kernels: exp-ptx pf-s6 s6w256, pf-nfe nfe).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -38,7 +39,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -283,6 +284,22 @@ elif [ "$PART" = 16 ]; then
     run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
     run ab-evf-r$r 30 env MOE4_PTX_FILE=/tmp/pf-evf.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
     run ab-evl-r$r 30 env MOE4_PTX_FILE=/tmp/pf-evl.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
+  done
+elif [ "$PART" = 17 ]; then
+  # Issue 5: the n256 kernels with 6 stages (s6: loads 4 chunks ahead; the
+  # host gives them 227 KiB), and without the proxy fence before the
+  # epilogue's barrier (nfe: the landed candidate, correctness first).
+  for x in nfe s6; do
+    run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info
+    run test-prefill-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/test-prefill --test-threads=2
+    run memcheck-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+    run racecheck-$x 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  done
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
+    run ab-s6-r$r 30 env MOE4_PTX_FILE=/tmp/pf-s6.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
+    run ab-nfe-r$r 30 env MOE4_PTX_FILE=/tmp/pf-nfe.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

@@ -258,34 +258,6 @@ pub unsafe fn stg_v4(p: u64, v: [u32; 4]) {
         p = in(reg64) p, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
         options(nostack));
 }
-/// An L2 cache policy for the `_hint` accesses: lines evicted first
-/// (`createpolicy.fractional`, all of them).
-#[inline(always)]
-pub unsafe fn policy_evict_first() -> u64 {
-    let p: u64;
-    asm!("createpolicy.fractional.L2::evict_first.b64 {p}, 1.0;", p = out(reg64) p, options(nostack, pure, nomem));
-    p
-}
-/// An L2 cache policy for the `_hint` accesses: lines evicted last.
-#[inline(always)]
-pub unsafe fn policy_evict_last() -> u64 {
-    let p: u64;
-    asm!("createpolicy.fractional.L2::evict_last.b64 {p}, 1.0;", p = out(reg64) p, options(nostack, pure, nomem));
-    p
-}
-/// [`stg_v4`] under the L2 cache policy `pol`.
-#[inline(always)]
-pub unsafe fn stg_v4_hint(p: u64, v: [u32; 4], pol: u64) {
-    asm!("st.global.L2::cache_hint.v4.u32 [{p}], {{{x}, {y}, {z}, {w}}}, {pol};",
-        p = in(reg64) p, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
-        pol = in(reg64) pol, options(nostack));
-}
-/// [`cp_async16`] under the L2 cache policy `pol`.
-#[inline(always)]
-pub unsafe fn cp_async16_hint(dst: u32, src: u64, pol: u64) {
-    asm!("cp.async.cg.shared.global.L2::cache_hint [{d}], [{s}], 16, {pol};",
-        d = in(reg32) dst, s = in(reg64) src, pol = in(reg64) pol, options(nostack));
-}
 /// `atomicAdd` on a global u32; returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_u32(p: u64, v: u32) -> u32 {

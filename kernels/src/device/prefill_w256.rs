@@ -151,21 +151,13 @@ impl Tile {
 
     /// Chunk `c`'s copies into stage `s` (at `sb`; its scales at `scb`).
     #[inline(always)]
-    unsafe fn load(&self, c: u32, sb: u32, scb: u32, keep: bool) {
+    unsafe fn load(&self, c: u32, sb: u32, scb: u32) {
         let t0 = tid();
         let (q, rsub) = (t0 % 8, t0 / 8);
         let xdst = sb + rsub * 128 + 16 * (q ^ (rsub % 8));
-        // (`evl`, an experimental build: FC1's activations kept in L2.)
-        if keep {
-            let pol = policy_evict_last();
-            unroll!(RPT, |i| {
-                cp_async16_hint(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64, pol);
-            });
-        } else {
-            unroll!(RPT, |i| {
-                cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
-            });
-        }
+        unroll!(RPT, |i| {
+            cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
+        });
         cp_async16_zfill(sb + PFW256_X_BYTES + 16 * t0, self.csrc + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok);
         if t0 < 32 {
             cp_async16_zfill(scb + 16 * t0, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
@@ -177,19 +169,17 @@ impl Tile {
     /// 256 u32, then 256 f32).
     #[inline(always)]
     unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
-        const { assert!(stages(FC1) >= 4) };
-        let stages = stages(FC1);
         let t0 = tid();
         if !FC1 && (64..64 + COLS / 2).contains(&t0) {
             let j = t0 - 64;
             let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
             cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
         }
-        let scales = base + stages * PFW256_STAGE_BYTES;
+        let scales = base + STAGES * PFW256_STAGE_BYTES;
         let mut s = 0;
-        while s < stages - 2 {
+        while s < STAGES - 2 {
             if s < nchunks {
-                self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES, keep_x::<FC1>());
+                self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
             }
             cp_async_commit();
             s += 1;
@@ -223,36 +213,10 @@ fn blocks_per_group(rows: u32) -> u32 {
 
 /// Where the FC2 tables start, from the 1 KiB aligned base (after the
 /// stages and their scales; `pfw256_smem_bytes` in [`crate::launch`]).
-const fn tables_at(stages: u32) -> u32 {
-    stages * (PFW256_STAGE_BYTES + SCALE_BYTES)
-}
-
-/// `dco` (an experimental build): the staging tile in a region of its own
-/// after the tables and prefetch slots, copied out during the next tile's
-/// first chunks instead of between the tiles. FC2's 68 KiB tile leaves
-/// room for one stage fewer (`dco1`: FC1 only).
-const fn dco(fc1: bool) -> bool {
-    cfg!(moe4_exp = "dco") || (cfg!(moe4_exp = "dco1") && fc1)
-}
-
-/// Pipeline stages of the FC1 or FC2 kernels.
-const fn stages(fc1: bool) -> u32 {
-    if dco(fc1) && !fc1 {
-        PFW256_STAGES - 1
-    } else {
-        PFW256_STAGES
-    }
-}
-
-/// `evl` (an experimental build, with `evf`'s stores): FC1's activation
-/// loads evict last from L2. `evf`: the copies out evict first.
-const fn keep_x<const FC1: bool>() -> bool {
-    FC1 && cfg!(moe4_exp = "evl")
-}
-
-/// `dco`: chunks over which the previous tile's staging tile is copied out
-/// (FC1: one 16-byte piece per thread and chunk, FC2: two).
-const DCO_SLICES: u32 = 8;
+const TABLES_AT: u32 = STAGES * (PFW256_STAGE_BYTES + SCALE_BYTES);
+/// (The `s6w256` experimental build: 6 stages, loads 4 chunks ahead; its
+/// layout needs the 1 KiB alignment slack to be under 976 bytes.)
+const STAGES: u32 = if cfg!(moe4_exp = "s6w256") { 6 } else { PFW256_STAGES };
 
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
 /// column groups.
@@ -264,18 +228,17 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     let tpb = blocks_per_group(p.rows + zero);
     let nchunks = (p.k + zero) / KCHUNK as u32;
     let tiles = groups * tpb;
-    let n_stages = stages(FC1);
-    let dco = dco(FC1);
     let base = (smem() + zero + 1023) & !1023;
-    let scales = base + n_stages * PFW256_STAGE_BYTES;
-    let tables = base + tables_at(n_stages);
+    let scales = base + STAGES * PFW256_STAGE_BYTES;
+    let tables = base + TABLES_AT;
     let pre_at = |k: u32| tables + 2 * 8 * COLS + k * PRE_SLOT;
-    // The staging tile: the last two stages (module docs), or (`dco`) a
-    // region of its own after the prefetch slots, followed by the record
-    // of the tile whose copy out is pending (columns, FC1's first slot or
-    // FC2's table, first task, 16-byte pieces per column).
-    let out_stage = if dco { pre_at(3) } else { base + (n_stages - 2) * PFW256_STAGE_BYTES };
-    let pend = out_stage + COLS * if FC1 { PFW256_OUT_STRIDE_FC1 } else { PFW256_OUT_STRIDE_FC2 };
+    // The staging tile: the last two stages (module docs).
+    let out_stage = base + (STAGES - 2) * PFW256_STAGE_BYTES;
+    if cfg!(moe4_exp = "s6w256") && pre_at(3) > smem() + 227 * 1024 {
+        // SAFETY: (an experimental build) stops the kernel before it would
+        // use shared memory past the block's.
+        core::arch::asm!("trap;", options(nostack));
+    }
     let mut pslot = 0;
     // FC1 and FC2 with 16-bit y go through the staging tile; FC2 with f32
     // y stores from registers.
@@ -285,30 +248,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     if tile >= tiles {
         return;
     }
-    if dco && t0 == 0 {
-        sts(pend, 0);
-    }
-    // `dco`: slice `j` of the pending copy out (the record at `pend`; the
-    // staging tile's writes ordered before by a barrier, its next writes
-    // after by another).
-    let (lg, stride) = if FC1 { (3, PFW256_OUT_STRIDE_FC1) } else { (4, PFW256_OUT_STRIDE_FC2) };
-    let copy_slice = |j: u32| {
-        let (n_cols, first, task0, used) = (lds(pend), lds(pend + 4), lds(pend + 8), lds(pend + 12));
-        let per = if FC1 { 1 } else { 2 };
-        unroll!(if FC1 { 1 } else { 2 }, |h| {
-            let i = t0 + 256 * (per * j + h as u32);
-            let (col, piece) = (i >> lg, i & ((1 << lg) - 1));
-            if col < n_cols && piece < used {
-                let v = lds_v4(out_stage + col * stride + 16 * piece);
-                let row = if FC1 {
-                    (first + col) as u64 * (p.rows / 2) as u64 + 16 * task0 as u64
-                } else {
-                    lds(first + 4 * col) as u64 * p.rows as u64 + 32 * task0 as u64
-                };
-                stg_v4(p.output + 2 * row + 16 * piece as u64, v);
-            }
-        });
-    };
     let mut cur = Tile::new::<FC1>(p, tile, tpb, tpe, nchunks);
     let mut parity = 0;
     {
@@ -328,10 +267,10 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     while tile < tiles {
         let wg_busy = 2 * (warp / 4) < cur.ntask;
         let mut acc = [[0f32; 4]; NT];
-        // Chunk `c` in stage `s` (the loop runs n_stages chunks per
-        // iteration, so `s` is a constant: no `c % n_stages`).
+        // Chunk `c` in stage `s` (the loop runs STAGES chunks per
+        // iteration, so `s` is a constant: no `c % STAGES`).
         let chunk = |c: u32, s: u32, acc: &mut [[f32; 4]; NT]| {
-            cp_async_wait_dyn(n_stages - 3);
+            cp_async_wait_dyn(STAGES - 3);
             // (`moe4_exp` builds leave one part out, to time the others,
             // as in prefill_wg.rs.)
             if !cfg!(moe4_exp = "nofence") {
@@ -340,11 +279,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
             if !cfg!(moe4_exp = "nosync") {
                 sync();
             }
-            let next = c + n_stages - 2;
+            let next = c + STAGES - 2;
             if next < nchunks && !cfg!(moe4_exp = "noload") {
                 // The stage two back.
-                let sn = if s >= 2 { s - 2 } else { s + n_stages - 2 };
-                cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES, keep_x::<FC1>());
+                let sn = if s >= 2 { s - 2 } else { s + STAGES - 2 };
+                cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
             }
             cp_async_commit();
             if wg_busy {
@@ -371,27 +310,17 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                     wgmma::commit();
                 });
             }
-            if dco && c < DCO_SLICES {
-                copy_slice(c);
-            }
         };
         // ptxas drains the wgmma pipeline at every loop back-edge, so the
-        // loop body is n_stages chunks (stage u of the body is u).
+        // loop body is STAGES chunks (stage u of the body is u).
         let mut c = 0;
         while c < nchunks {
-            unroll!(stages(FC1) as usize, |u| {
+            unroll!(STAGES as usize, |u| {
                 if c + (u as u32) < nchunks {
                     chunk(c + u as u32, u as u32, &mut acc);
                 }
             });
-            c += n_stages;
-        }
-        if dco {
-            let mut j = nchunks;
-            while j < DCO_SLICES {
-                copy_slice(j);
-                j += 1;
-            }
+            c += STAGES;
         }
         wgmma::wait::<0>();
         wgmma::hold_f32_n256(&mut acc);
@@ -431,18 +360,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                     stage_fc2::<BF16>(p, &acc, e, warp, post, weight, out_stage);
                 }
             }
-            if dco {
-                // Copied out during the next tile's first chunks (or after
-                // the last tile).
-                if t0 == 0 {
-                    let (first, used) = if FC1 { (slot0, 2 * ntask) } else { (tab, 4 * ntask) };
-                    sts_v4(pend, [n_cols, first, task0, used]);
-                }
-                tile = next;
-                parity ^= 1;
-                continue;
+            // (`nfe`, an experimental build: without this fence, which the
+            // bulk copies out needed before `stv4`.)
+            if !cfg!(moe4_exp = "nfe") {
+                wgmma::fence_proxy_async();
             }
-            wgmma::fence_proxy_async();
             sync();
             // The block copies the staging tile out with 16-byte loads and
             // stores, 8 (FC1) or 16 (FC2) threads per column's row piece,
@@ -467,11 +389,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                         } else {
                             lds(tab + 4 * col) as u64 * p.rows as u64 + 32 * task0 as u64
                         };
-                        if cfg!(any(moe4_exp = "evf", moe4_exp = "evl")) {
-                            stg_v4_hint(p.output + 2 * row + 16 * piece as u64, v, policy_evict_first());
-                        } else {
-                            stg_v4(p.output + 2 * row + 16 * piece as u64, v);
-                        }
+                        stg_v4(p.output + 2 * row + 16 * piece as u64, v);
                     }
                 });
             }
@@ -480,14 +398,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         }
         tile = next;
         parity ^= 1;
-    }
-    if dco {
-        sync();
-        let mut j = 0;
-        while j < DCO_SLICES {
-            copy_slice(j);
-            j += 1;
-        }
     }
 }
 

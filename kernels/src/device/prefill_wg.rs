@@ -461,31 +461,8 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             // Written by the generic proxy, read by the bulk copies.
             wgmma::fence_proxy_async();
             sync();
-            // (`stv4w`, prepared for the next device run: the block copies
-            // the staging tile out with coalesced 16-byte loads and stores,
-            // as the n256 kernels do since run 98, 16 (FC1) or 32 (FC2)
-            // pieces per column; once measured and landed, one helper should
-            // serve both files.)
-            #[cfg(moe4_exp = "stv4w")]
-            {
-                // A thread's piece is the same in every round (a loop, not
-                // unrolled: unrolled, FC2's n128 kernels spilled).
-                let (lg, used) = if FC1 { (4, 2 * ntask) } else { (5, 4 * ntask) };
-                let piece = t0 & ((1 << lg) - 1);
-                let mut col = t0 >> lg;
-                while piece < used && col < n_cols {
-                    let v = lds_v4(out_stage + col * stride + 16 * piece);
-                    let row = if FC1 {
-                        (slot0 + col) as u64 * (p.rows / 2) as u64 + 16 * task0 as u64
-                    } else {
-                        lds(tab + 4 * col) as u64 * p.rows as u64 + 32 * task0 as u64
-                    };
-                    stg_v4(p.output + 2 * row + 16 * piece as u64, v);
-                    col += 256 >> lg;
-                }
-            }
             // (`nobulk`: the staging tile written, never copied out; timing only.)
-            if t0 < n_cols && !cfg!(any(moe4_exp = "noepi", moe4_exp = "nobulk", moe4_exp = "stv4w")) {
+            if t0 < n_cols && !cfg!(any(moe4_exp = "noepi", moe4_exp = "nobulk")) {
                 // Column t0's piece: FC1 h row slot0 + t0 from channel 16
                 // task0 (16 channels per task), FC2 y row of its pair from
                 // row 32 task0 (32 rows per task).
