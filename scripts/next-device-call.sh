@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next device calls, prepared 2026-12-06 (eighth session).
+# The next device calls, prepared 2026-12-06 (eighth to tenth sessions).
 # PART may list several parts, run in that order. Run 91 ran PART=5,4,3
 # (H200), run 92 PART=6, run 93 PART=7, run 94 PART=8 (H100); next:
 # run 95 PART=9, run 96 PART=3,10, run 97 PART=11, run 98 PART=12
@@ -12,7 +12,11 @@
 # copy out deferred into the next tile: exp-ptx pf-dco dco, pf-dco1 dco1;
 # run 100 ran PART=3,15,14 on an H100), PART=16 (L2 policies: exp-ptx
 # pf-evf evf, pf-evl evl; run 101), PART=17 (6 stages and no epilogue
-# proxy fence in the n256 kernels: exp-ptx pf-s6 s6w256, pf-nfe nfe).
+# proxy fence in the n256 kernels: exp-ptx pf-s6 s6w256, pf-nfe nfe; run
+# 102), PART=18 (ncu of the n256 FC1 and FC2, Qwen3 M = 8192). Parts
+# 14-17 are records: their cfgs left the kernels once measured
+# (the commits named in docs/gpu-results.md hold them). Next: PART=3 on
+# an H200 (issue 3's and 5's tables there are run 91's).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -300,6 +304,17 @@ elif [ "$PART" = 17 ]; then
     run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
     run ab-s6-r$r 30 env MOE4_PTX_FILE=/tmp/pf-s6.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
     run ab-nfe-r$r 30 env MOE4_PTX_FILE=/tmp/pf-nfe.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B --m 8192
+  done
+elif [ "$PART" = 18 ]; then
+  # Issue 5: Nsight Compute on one FC1 and one FC2 launch of the n256
+  # kernels (Qwen3-30B-A3B, M = 8192): the tensor pipe's and shared
+  # memory's utilization and the stall reasons, for the structural design.
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for fc in 1 2; do
+    run ncu-fc$fc 200 "$N" --clock-control none -k "regex:moe_pfw${fc}_bf16_(n256|mix256)" -c 1 --set full \
+      --import-source no -f -o /tmp/prof-fc$fc /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192
+    run ncu-fc$fc-details 60 "$N" -i /tmp/prof-fc$fc.ncu-rep --page details --print-details all
+    cp /tmp/prof-fc$fc.ncu-rep "$OUT/" 2>/dev/null
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

@@ -415,16 +415,8 @@ pub const PFW256_OUT_STRIDE_FC2: u32 = 2 * 128 + 16;
 /// and their scales (512 bytes each; the epilogue's staging tile is the
 /// last two stages), two tables of a group's pairs and weights (2 KiB
 /// each), three prefetch slots (a record and 256 pairs), 1 KiB to align.
-///
-/// The host gives these kernels the device's most (227 KiB) instead, for
-/// the `moe4_exp = "s6w256"` build's 6 stages.
 pub const fn pfw256_smem_bytes() -> u32 {
-    let own = PFW256_STAGES * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS) + 1024;
-    if own > 227 * 1024 {
-        own
-    } else {
-        227 * 1024
-    }
+    PFW256_STAGES * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS) + 1024
 }
 /// Dynamic shared memory of the mixed 128-row kernels: the 128-row loop's
 /// or the 128-pair loop's, the larger.

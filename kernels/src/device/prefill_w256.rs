@@ -214,9 +214,7 @@ fn blocks_per_group(rows: u32) -> u32 {
 /// Where the FC2 tables start, from the 1 KiB aligned base (after the
 /// stages and their scales; `pfw256_smem_bytes` in [`crate::launch`]).
 const TABLES_AT: u32 = STAGES * (PFW256_STAGE_BYTES + SCALE_BYTES);
-/// (The `s6w256` experimental build: 6 stages, loads 4 chunks ahead; its
-/// layout needs the 1 KiB alignment slack to be under 976 bytes.)
-const STAGES: u32 = if cfg!(moe4_exp = "s6w256") { 6 } else { PFW256_STAGES };
+const STAGES: u32 = PFW256_STAGES;
 
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
 /// column groups.
@@ -234,11 +232,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     let pre_at = |k: u32| tables + 2 * 8 * COLS + k * PRE_SLOT;
     // The staging tile: the last two stages (module docs).
     let out_stage = base + (STAGES - 2) * PFW256_STAGE_BYTES;
-    if cfg!(moe4_exp = "s6w256") && pre_at(3) > smem() + 227 * 1024 {
-        // SAFETY: (an experimental build) stops the kernel before it would
-        // use shared memory past the block's.
-        core::arch::asm!("trap;", options(nostack));
-    }
     let mut pslot = 0;
     // FC1 and FC2 with 16-bit y go through the staging tile; FC2 with f32
     // y stores from registers.
@@ -360,11 +353,9 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                     stage_fc2::<BF16>(p, &acc, e, warp, post, weight, out_stage);
                 }
             }
-            // (`nfe`, an experimental build: without this fence, which the
-            // bulk copies out needed before `stv4`.)
-            if !cfg!(moe4_exp = "nfe") {
-                wgmma::fence_proxy_async();
-            }
+            // (No proxy fence: the staging tile is written and read by the
+            // generic proxy; run 102 measured its removal: same times,
+            // tests and sanitizers clean.)
             sync();
             // The block copies the staging tile out with 16-byte loads and
             // stores, 8 (FC1) or 16 (FC2) threads per column's row piece,
