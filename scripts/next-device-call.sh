@@ -13,7 +13,8 @@
 # run 100 ran PART=3,15,14 on an H100), PART=16 (L2 policies: exp-ptx
 # pf-evf evf, pf-evl evl; run 101), PART=17 (6 stages and no epilogue
 # proxy fence in the n256 kernels: exp-ptx pf-s6 s6w256, pf-nfe nfe; run
-# 102), PART=18 (ncu of the n256 FC1 and FC2, Qwen3 M = 8192). Parts
+# 102), PART=18 (ncu of the n256 FC1 and FC2, Qwen3 M = 8192; run 103),
+# PART=19 (the epilogue loads earlier: exp-ptx pf-epl ""). Parts
 # 14-17 are records: their cfgs left the kernels once measured
 # (the commits named in docs/gpu-results.md hold them). Next: PART=3 on
 # an H200 (issue 3's and 5's tables there are run 91's).
@@ -43,7 +44,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -315,6 +316,21 @@ elif [ "$PART" = 18 ]; then
       --import-source no -f -o /tmp/prof-fc$fc /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192
     run ncu-fc$fc-details 60 "$N" -i /tmp/prof-fc$fc.ncu-rep --page details --print-details all
     cp /tmp/prof-fc$fc.ncu-rep "$OUT/" 2>/dev/null
+  done
+elif [ "$PART" = 19 ]; then
+  # Issue 5: the n256 epilogues with the expert's global scales loaded
+  # before the drain and FC2's y rows read before the copies out (epl: the
+  # source as committed, built by exp-ptx with no cfg), against the
+  # bundle's own PTX.
+  run info-epl 90 env MOE4_PTX_FILE=/tmp/pf-epl.ptx /tmp/b1/moe4 info
+  run test-prefill-epl 60 env MOE4_PTX_FILE=/tmp/pf-epl.ptx /tmp/b1/test-prefill --test-threads=2
+  run memcheck-epl 60 env MOE4_PTX_FILE=/tmp/pf-epl.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-epl 60 env MOE4_PTX_FILE=/tmp/pf-epl.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run smoke-epl 60 env MOE4_PTX_FILE=/tmp/pf-epl.ptx /tmp/b1/moe4 smoke
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
+    run ab-epl-r$r 30 env MOE4_PTX_FILE=/tmp/pf-epl.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

@@ -315,11 +315,16 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
             });
             c += STAGES;
         }
+        // The expert's global scales, loaded before the drain so that
+        // their latency runs under it (run 103: loaded in the epilogue, FC2's
+        // warps waited on it ~4 % of their time).
+        let alpha =
+            (ldg_f32(p.alpha_a + 4 * cur.e as u64), if FC1 { ldg_f32(p.alpha_b + 4 * cur.e as u64) } else { 0.0 });
         wgmma::wait::<0>();
         wgmma::hold_f32_n256(&mut acc);
         cp_async_wait::<0>();
         sync();
-        let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
+        let (slot0, n_cols, task0, ntask) = (cur.slot0, cur.n_cols, cur.task0, cur.ntask);
         let tab = tables + parity * 8 * COLS;
         let next = tile + gdim_here();
         if next < tiles {
@@ -347,10 +352,10 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         if staged {
             if busy {
                 if FC1 {
-                    stage_fc1::<BF16>(p, &acc, e, warp, post, out_stage);
+                    stage_fc1::<BF16>(p, &acc, alpha, warp, post, out_stage);
                 } else {
                     let weight = |col: u32| f32::from_bits(lds(tab + 4 * (COLS + col)));
-                    stage_fc2::<BF16>(p, &acc, e, warp, post, weight, out_stage);
+                    stage_fc2::<BF16>(&acc, alpha.0, warp, post, weight, out_stage);
                 }
             }
             // (No proxy fence: the staging tile is written and read by the
@@ -367,6 +372,13 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                 if FC1 { (3, PFW256_OUT_STRIDE_FC1, 2 * ntask) } else { (4, PFW256_OUT_STRIDE_FC2, 4 * ntask) };
             // (`noepi` and `nobulk`, timing-only builds: nothing copied out.)
             if !cfg!(any(moe4_exp = "noepi", moe4_exp = "nobulk")) {
+                // FC2: the y rows of the thread's 16 columns first, then the
+                // copies (run 103: a table read before each copy's address,
+                // each waited for, held FC2's warps ~3.5 % of their time).
+                let mut pair = [0u32; 16];
+                if !FC1 {
+                    unroll16!(16, |k| pair[k] = lds(tab + 4 * ((t0 + 256 * k as u32) >> lg)));
+                }
                 unroll16!(16, |k| {
                     let i = t0 + 256 * k as u32;
                     // Column `col`'s 16-byte piece `piece`: FC1 h row slot0 +
@@ -378,14 +390,14 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                         let row = if FC1 {
                             (slot0 + col) as u64 * (p.rows / 2) as u64 + 16 * task0 as u64
                         } else {
-                            lds(tab + 4 * col) as u64 * p.rows as u64 + 32 * task0 as u64
+                            pair[k] as u64 * p.rows as u64 + 32 * task0 as u64
                         };
                         stg_v4(p.output + 2 * row + 16 * piece as u64, v);
                     }
                 });
             }
         } else if busy {
-            store_fc2_f32::<BF16>(p, &acc, e, 2 * task0 + warp, n_cols, post, tab);
+            store_fc2_f32::<BF16>(p, &acc, alpha.0, 2 * task0 + warp, n_cols, post, tab);
         }
         tile = next;
         parity ^= 1;
@@ -407,9 +419,15 @@ macro_rules! each_tile {
 /// [`fc1_stage_at`] (the block's first channel, 16 x its first task, is a
 /// multiple of 64: the h row piece's permutation is the row's).
 #[inline(always)]
-unsafe fn stage_fc1<const BF16: bool>(p: &FcParams, acc: &[[f32; 4]; NT], e: u32, w: u32, post: f32, stage: u32) {
-    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
+unsafe fn stage_fc1<const BF16: bool>(
+    p: &FcParams,
+    acc: &[[f32; 4]; NT],
+    (alpha_g, alpha_u): (f32, f32),
+    w: u32,
+    post: f32,
+    stage: u32,
+) {
+    let (ag, au) = (alpha_g * post, alpha_u * post);
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let gate = Gate::of(p);
@@ -442,9 +460,8 @@ unsafe fn stage_fc1<const BF16: bool>(p: &FcParams, acc: &[[f32; 4]; NT], e: u32
 /// ..`; lane `8 q + i` addresses its column `i`.
 #[inline(always)]
 unsafe fn stage_fc2<const BF16: bool>(
-    p: &FcParams,
     acc: &[[f32; 4]; NT],
-    e: u32,
+    alpha2: f32,
     w: u32,
     post: f32,
     weight: impl Fn(u32) -> f32,
@@ -453,7 +470,7 @@ unsafe fn stage_fc2<const BF16: bool>(
     let lane = tid() % 32;
     let t = lane % 4;
     let (q, i) = (lane / 8, lane % 8);
-    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let a2 = alpha2 * post;
     let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
     let row_at = stage + 2 * (16 * w + 8 * (q % 2));
     unroll!(2, |h0| unroll!(8, |h1| {
@@ -481,7 +498,7 @@ unsafe fn stage_fc2<const BF16: bool>(
 unsafe fn store_fc2_f32<const BF16: bool>(
     p: &FcParams,
     acc: &[[f32; 4]; NT],
-    e: u32,
+    alpha2: f32,
     m: u32,
     n_cols: u32,
     post: f32,
@@ -489,7 +506,7 @@ unsafe fn store_fc2_f32<const BF16: bool>(
 ) {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let a2 = alpha2 * post;
     let row = (16 * m + g) as u64;
     each_tile!(|j| unroll!(2, |u| {
         let col = 8 * j as u32 + 2 * t + u as u32;
