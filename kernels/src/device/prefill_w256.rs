@@ -417,7 +417,8 @@ macro_rules! each_tile {
 /// FC1 into the staging tile: warp `w`'s 8 channels (block channels `8 w
 /// ..`: mtile `w % 2` of task `w / 2`) of the 256 columns, 16-bit h at
 /// [`fc1_stage_at`] (the block's first channel, 16 x its first task, is a
-/// multiple of 64: the h row piece's permutation is the row's).
+/// multiple of 64: the h row piece's permutation is the row's); `alpha`:
+/// the expert's global scales of the gate and up rows.
 #[inline(always)]
 unsafe fn stage_fc1<const BF16: bool>(
     p: &FcParams,
