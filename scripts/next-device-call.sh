@@ -14,10 +14,12 @@
 # pf-evf evf, pf-evl evl; run 101), PART=17 (6 stages and no epilogue
 # proxy fence in the n256 kernels: exp-ptx pf-s6 s6w256, pf-nfe nfe; run
 # 102), PART=18 (ncu of the n256 FC1 and FC2, Qwen3 M = 8192; run 103),
-# PART=19 (the epilogue loads earlier: exp-ptx pf-epl ""). Parts
+# PART=19 (the epilogue loads earlier: exp-ptx pf-epl ""; run 105, landed),
+# PART=20 (the same for the 128-pair kernels: exp-ptx pf-eplw eplw; not
+# run yet). Parts
 # 14-17 are records: their cfgs left the kernels once measured
-# (the commits named in docs/gpu-results.md hold them). Next: PART=3 on
-# an H200 (issue 3's and 5's tables there are run 91's).
+# (the commits named in docs/gpu-results.md hold them). Next: PART=20,
+# and PART=3 on an H200 (issue 3's and 5's tables there are run 91's).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -44,7 +46,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -331,6 +333,20 @@ elif [ "$PART" = 19 ]; then
   for r in 1 2 3; do
     run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
     run ab-epl-r$r 30 env MOE4_PTX_FILE=/tmp/pf-epl.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
+  done
+elif [ "$PART" = 20 ]; then
+  # Issue 5: the 128-pair kernels' (prefill_wg.rs: every tile at M = 2048,
+  # the `_mix256` tails at 8192) global scales loaded before the drain, as
+  # `epl` did for n256 (eplw). Prediction: M = 2048 -0.5 to -1.5 %, M = 8192
+  # within ±0.5 %.
+  run info-eplw 90 env MOE4_PTX_FILE=/tmp/pf-eplw.ptx /tmp/b1/moe4 info
+  run test-prefill-eplw 60 env MOE4_PTX_FILE=/tmp/pf-eplw.ptx /tmp/b1/test-prefill --test-threads=2
+  run memcheck-eplw 60 env MOE4_PTX_FILE=/tmp/pf-eplw.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-eplw 60 env MOE4_PTX_FILE=/tmp/pf-eplw.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 2048,8192
+    run ab-eplw-r$r 30 env MOE4_PTX_FILE=/tmp/pf-eplw.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 2048,8192
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
