@@ -656,6 +656,14 @@ pub(super) fn post<const BF16: bool>() -> f32 {
     f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23)
 }
 
+/// Expert `e`'s global scales, `alpha_a` and (FC1, the up rows) `alpha_b`,
+/// for a prefill epilogue's caller that loads them ahead of it.
+#[cfg(moe4_arch = "sm_90a")]
+#[inline(always)]
+pub(super) unsafe fn global_scales<const FC1: bool>(p: &FcParams, e: u32) -> (f32, f32) {
+    (ldg_f32(p.alpha_a + 4 * e as u64), if FC1 { ldg_f32(p.alpha_b + 4 * e as u64) } else { 0.0 })
+}
+
 /// The epilogue of a finished task.
 #[inline(always)]
 unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize, G: GroupWait>(
@@ -1185,9 +1193,9 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     // The expert's global scales; the `moe4_exp = "eplw"` build's caller
     // loaded them ahead (`pre`, before its last `wgmma`s drain).
     #[cfg(moe4_exp = "eplw")]
-    let (ag, au) = match pre {
-        Some((a, b)) => (a * post, b * post),
-        None => (ldg_f32(p.alpha_a + 4 * e as u64) * post, ldg_f32(p.alpha_b + 4 * e as u64) * post),
+    let (ag, au) = {
+        let (a, b) = pre.unwrap_or_else(|| global_scales::<true>(p, e));
+        (a * post, b * post)
     };
     #[cfg(not(moe4_exp = "eplw"))]
     let (ag, au) = {
@@ -1250,10 +1258,7 @@ pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
     let t = lane % 4;
     // (`pre`: as in [`stage_fc1`].)
     #[cfg(moe4_exp = "eplw")]
-    let a2 = match pre {
-        Some((a, _)) => a * post,
-        None => ldg_f32(p.alpha_a + 4 * e as u64) * post,
-    };
+    let a2 = pre.unwrap_or_else(|| global_scales::<false>(p, e)).0 * post;
     #[cfg(not(moe4_exp = "eplw"))]
     let a2 = {
         let _ = pre;

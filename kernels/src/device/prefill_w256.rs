@@ -48,7 +48,7 @@
 //! on the 256-row x 128-pair loop of [`super::prefill_wg`].
 
 use super::arch::*;
-use super::fc::{dequant_step, post, tile_scales, Gate};
+use super::fc::{dequant_step, global_scales, post, tile_scales, Gate};
 use super::prefill_wg::{token_of, topk_reciprocal};
 use super::wgmma;
 use crate::launch::{
@@ -318,8 +318,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         // The expert's global scales, loaded before the drain so that
         // their latency runs under it (run 103: loaded in the epilogue, FC2's
         // warps waited on it ~4 % of their time).
-        let alpha =
-            (ldg_f32(p.alpha_a + 4 * cur.e as u64), if FC1 { ldg_f32(p.alpha_b + 4 * cur.e as u64) } else { 0.0 });
+        let alpha = global_scales::<FC1>(p, cur.e);
         wgmma::wait::<0>();
         wgmma::hold_f32_n256(&mut acc);
         cp_async_wait::<0>();

@@ -50,7 +50,9 @@
 //! records and pair indices into shared memory ([`prefetch_record`]).
 
 use super::arch::*;
-use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2_with, lane_scales, post, stage_fc1, stage_fc2};
+use super::fc::{
+    dequant_step, epilogue_fc1, epilogue_fc2_with, global_scales, lane_scales, post, stage_fc1, stage_fc2,
+};
 use super::wgmma;
 use crate::launch::{
     pfw_stage_bytes, PFW_NARROW_COLS, PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW_STAGES, PFW_STAGES_MAX, PFW_THREADS,
@@ -408,11 +410,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         }
         // (`eplw`, an experimental build: the expert's global scales loaded
         // before the drain, as the n256 kernels do since run 105.)
-        let pre = if cfg!(moe4_exp = "eplw") {
-            Some((ldg_f32(p.alpha_a + 4 * cur.e as u64), if FC1 { ldg_f32(p.alpha_b + 4 * cur.e as u64) } else { 0.0 }))
-        } else {
-            None
-        };
+        let pre = if cfg!(moe4_exp = "eplw") { Some(global_scales::<FC1>(p, cur.e)) } else { None };
         wgmma::wait::<0>();
         unroll!(MTILES, |mt| wgmma::hold_f32(&mut acc[mt]));
         cp_async_wait::<0>();
