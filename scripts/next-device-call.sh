@@ -46,7 +46,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -347,6 +347,87 @@ elif [ "$PART" = 20 ]; then
   for r in 1 2 3; do
     run ab-own-r$r 30 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 2048,8192
     run ab-eplw-r$r 30 env MOE4_PTX_FILE=/tmp/pf-eplw.ptx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 2048,8192
+  done
+elif [ "$PART" = 21 ]; then
+  # Issue 3: where the decode kernels' time goes at the points furthest
+  # from their floor (H200 run 91: Qwen3 M = 4-64 0.52-0.74 against a floor
+  # of 0.92-1.02, Mixtral M = 64 0.63, GPT-OSS M = 1-8 0.51-0.77): the tune
+  # table (stage columns, NT and row variants in one process), then Nsight
+  # Compute on one FC1 and one FC2 launch of each point.
+  run tune 150 /tmp/b1/moe4 bench tune --shape Qwen3-30B-A3B,Mixtral-8x7B,GPT-OSS-120B --m 1,8,64 --json "$OUT/tune.json"
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for pt in Mixtral-8x7B:64 Qwen3-30B-A3B:8 GPT-OSS-120B:2; do
+    sh=${pt%%:*}; m=${pt##*:}
+    run ncu-$sh-$m 150 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --set full \
+      --import-source no -f -o /tmp/prof-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
+    run ncu-$sh-$m-details 60 "$N" -i /tmp/prof-$sh-$m.ncu-rep --page details --print-details all
+    cp /tmp/prof-$sh-$m.ncu-rep "$OUT/" 2>/dev/null
+  done
+elif [ "$PART" = 22 ]; then
+  # Issue 3: two host rules the run-107 tune table questions (one round
+  # each there): the routing kernel instead of the FC kernels' own routing
+  # (Qwen3 M = 8 61.8 against 66.3 us, Mixtral M = 1 79.5 against 84.2) and
+  # the 4-warp FC kernels (Qwen3 M = 1 16.1 against 17.0), in alternating
+  # rounds of one binary and PTX.
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16
+    run ab-rk-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16 --tuning fc_route_pairs=0
+    run ab-w4-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16 --tuning wide=false
+  done
+elif [ "$PART" = 23 ]; then
+  # Issues 3 and 5: decode against prefill around the crossover (mean pairs
+  # per expert 24): Mixtral at M = 64 (16 per expert) runs the 4-column-tile
+  # decode kernels at 2 blocks of 4 warps per SM (175-204 registers, run
+  # 107's ncu), 0.63-0.66 of copy bandwidth on the H200. Two processes each.
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2; do
+    run xover-mixtral-r$r 90 /tmp/b1/moe4 bench prefill --shape Mixtral-8x7B --m 16,32,48,64,96,128,192 \
+      --json "$OUT/xover-mixtral-r$r.json"
+    run xover-many-r$r 120 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3,DeepSeek-V4-Flash \
+      --m 128,256,384,512,768 --json "$OUT/xover-many-r$r.json"
+  done
+elif [ "$PART" = 24 ]; then
+  # The crossover between 24 and 32 mean pairs per expert (run 110: decode
+  # 10-19 % faster at 24 on every shape, prefill 3-27 % at 32): 26, 28, 30.
+  for r in 1 2; do
+    run xo-mixtral-r$r 60 /tmp/b1/moe4 bench prefill --shape Mixtral-8x7B --m 104,112,120 --json "$OUT/xo-mixtral-r$r.json"
+    run xo-qwen3-r$r 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 416,448,480 --json "$OUT/xo-qwen3-r$r.json"
+    run xo-big-r$r 90 /tmp/b1/moe4 bench prefill --shape GPT-OSS-120B,DeepSeek-V3 --m 832,896,960 --json "$OUT/xo-big-r$r.json"
+    run xo-flash-r$r 60 /tmp/b1/moe4 bench prefill --shape DeepSeek-V4-Flash --m 1110,1195,1280 --json "$OUT/xo-flash-r$r.json"
+  done
+elif [ "$PART" = 25 ]; then
+  # Issue 3: the landed routing rule (FC_ROUTE_MAX_BYTES 256 -> 72 MB)
+  # against the old one (`fc_route_pairs=64`: the FC kernels route up to 64
+  # pairs on one column tile whatever the layer's size, which is the old
+  # rule at every point below but DeepSeek-V3 M = 2-8), alternating rounds.
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8
+    run ab-old-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_route_pairs=64
+  done
+elif [ "$PART" = 26 ]; then
+  # Issue 3 / the crossover: the decode kernels' column tiles between 12
+  # and 28 pairs per expert (NT = 4 by default, 32 columns per group; an
+  # expert with more pairs streams its weights once per group) against
+  # NT = 2 and 32-row tasks, alternating rounds.
+  for r in 1 2; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B --m 64,96,256,384
+    run ab-nt2-r$r 60 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B --m 64,96,256,384 --tuning nt=2
+    run ab-r32-r$r 60 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B --m 64,96,256,384 --tuning task_rows=32
+  done
+elif [ "$PART" = 27 ]; then
+  # Issue 3: per-instruction stall samples (SASS, CSV) of the decode FC1
+  # kernels run 107 profiled: Mixtral M = 64 (`nt4_r64`, 2 blocks per SM)
+  # and GPT-OSS M = 2 (`nt1_w8_rt`, barrier stalls the top reason).
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for pt in Mixtral-8x7B:64 GPT-OSS-120B:2 Qwen3-30B-A3B:8; do
+    sh=${pt%%:*}; m=${pt##*:}
+    run ncu-src-$sh-$m 120 "$N" --clock-control none -k "regex:moe_fc1_" -c 1 --section SourceCounters \
+      --section WarpStateStats --import-source no -f -o /tmp/src-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
+    "$N" -i /tmp/src-$sh-$m.ncu-rep --page source --print-source sass --csv > "$OUT/src-$sh-$m.csv" 2>&1
+    gzip -f "$OUT/src-$sh-$m.csv"
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

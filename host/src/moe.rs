@@ -22,8 +22,8 @@
 //!
 //! Steps 2-3 run the **decode** kernels (`moe_fc*`: a few pairs per expert,
 //! bandwidth-bound) or the **prefill** kernels (tensor-core bound), chosen
-//! from the mean number of pairs per expert against a crossover measured on
-//! the H200 ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it.
+//! from the mean number of pairs per expert against a measured crossover
+//! ([`PREFILL_CROSSOVER`]); [`Workspace::set_path`] overrides it.
 //! The prefill kernels are `moe_pfw*` on sm_90a (`wgmma`, 256 weight rows x
 //! 64 or 128 pairs per tile, 128 from [`WIDE_PREFILL_PAIRS`] mean pairs per
 //! expert; with 128, an expert's last group of at most 64 pairs takes a
@@ -49,8 +49,15 @@ use std::sync::Arc;
 /// Most (token, k) pairs one forward call may route.
 pub const MAX_PAIRS: usize = 1 << 20;
 /// Mean pairs per active expert from which `forward` takes the prefill
-/// kernels (measured on the H200, see docs/gpu-results.md).
-pub const PREFILL_CROSSOVER: f64 = 24.0;
+/// kernels. Measured by `moe4 bench prefill` (which times both paths) on
+/// an H100, runs 110-111 (docs/gpu-results.md): at 24 and 26 the decode
+/// kernels are 7-20 % faster on all five model shapes; at 28 prefill wins
+/// on Mixtral (-8 %) and DeepSeek-V3 (-3.5 %), ties on DeepSeek-V4-Flash
+/// and loses on Qwen3 (+10 %) and GPT-OSS (+4 %); from 30 prefill wins or
+/// ties everywhere. (Run 23's 24, on an H200, predates the `wgmma` prefill
+/// and the decode kernels' later changes; the H200's higher bandwidth
+/// favours decode, so its crossover is likely no lower.)
+pub const PREFILL_CROSSOVER: f64 = 28.0;
 /// Mean pairs per active expert from which the `wgmma` prefill kernels
 /// take 128 pairs per tile instead of 64. Measured on the H200 (runs 51 and
 /// 56, docs/gpu-results.md): at a mean of 64 (DeepSeek-V3 and GPT-OSS at
@@ -116,13 +123,15 @@ pub const ROUTE_BLOCKS_FROM: usize = 2560;
 /// themselves (the `_rt` kernels; also at most [`FC_ROUTE_MAX_PAIRS`]
 /// pairs on one column tile). Their routing tables cost the 4-warp kernels
 /// a resident block per SM (5 instead of 6), which the saved launch
-/// outweighs only on small layers. Measured on the H200 (run 41, same-run
-/// against the routing kernel): faster at Qwen3 M = 1-8 (18.0 vs 19.8 µs
-/// at M = 1), GPT-OSS M = 1-4 (~200 MB: 71.0 vs 76.7 µs at M = 4),
-/// Mixtral M = 1 (176 MB: 78.7 vs 82.2); even at DeepSeek-V3 M = 1
-/// (176 MB); slower from ~350 MB (DeepSeek-V3 M = 2-8: 121 vs 112, 437
-/// vs 373 µs; GPT-OSS M = 8-16, Mixtral M = 8-16).
-pub const FC_ROUTE_MAX_BYTES: f64 = 256e6;
+/// outweighs only on small layers. Measured on an H200 (run 108, three
+/// alternating rounds against the routing kernel, `--tuning
+/// fc_route_pairs=0`): the FC kernels' routing is faster at Qwen3 M = 1-4
+/// (19-67 MB by this estimate; 1.0-2.3 %) and ties at GPT-OSS M = 1 (50 MB);
+/// the routing kernel is faster from DeepSeek-V4-Flash M = 1 (75 MB:
+/// -12.5 %), GPT-OSS M = 2 (98 MB: -7.3 %) and M = 4 (-2.5 %), Qwen3 M = 8
+/// (124 MB: -1.5 %), DeepSeek-V3 and Mixtral M = 1 (176 MB: -3.2, -2.6 %).
+/// (Run 41's 256 MB predates the 8-warp FC kernels' rules and `fdiv`.)
+pub const FC_ROUTE_MAX_BYTES: f64 = 72e6;
 /// Layers of at most this many experts route on one block up to
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
 pub const FEW_EXPERTS: usize = 16;

@@ -1180,28 +1180,17 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM:
 /// [`fc1_stage_at`]`(column, channel, stride)`: the block's h row piece.
 #[cfg(moe4_arch = "sm_90a")]
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     p: &FcParams,
     acc: &Acc<NT, MTILES>,
-    e: u32,
-    pre: Option<(f32, f32)>,
+    (alpha_g, alpha_u): (f32, f32),
     (r, r0): (u32, u32),
     post: f32,
     (stage, stride): (u32, u32),
 ) {
-    // The expert's global scales; the `moe4_exp = "eplw"` build's caller
-    // loaded them ahead (`pre`, before its last `wgmma`s drain).
-    #[cfg(moe4_exp = "eplw")]
-    let (ag, au) = {
-        let (a, b) = pre.unwrap_or_else(|| global_scales::<true>(p, e));
-        (a * post, b * post)
-    };
-    #[cfg(not(moe4_exp = "eplw"))]
-    let (ag, au) = {
-        let _ = pre;
-        (ldg_f32(p.alpha_a + 4 * e as u64) * post, ldg_f32(p.alpha_b + 4 * e as u64) * post)
-    };
+    // The expert's global scales (`alpha_*`, [`global_scales`]) come loaded
+    // by the caller before its last `wgmma`s drain (run 108).
+    let (ag, au) = (alpha_g * post, alpha_u * post);
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let gate = Gate::of(p);
@@ -1242,12 +1231,9 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
 /// [`fc2_stage_row`].
 #[cfg(moe4_arch = "sm_90a")]
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
-    p: &FcParams,
     acc: &Acc<NT, MTILES>,
-    e: u32,
-    pre: Option<(f32, f32)>,
+    alpha2: f32,
     w: u32,
     post: f32,
     weight: impl Fn(u32) -> f32,
@@ -1256,14 +1242,8 @@ pub(super) unsafe fn stage_fc2<const BF16: bool, const NT: usize>(
     const { assert!(MTILES == 2) };
     let lane = tid() % 32;
     let t = lane % 4;
-    // (`pre`: as in [`stage_fc1`].)
-    #[cfg(moe4_exp = "eplw")]
-    let a2 = pre.unwrap_or_else(|| global_scales::<false>(p, e)).0 * post;
-    #[cfg(not(moe4_exp = "eplw"))]
-    let a2 = {
-        let _ = pre;
-        ldg_f32(p.alpha_a + 4 * e as u64) * post
-    };
+    // (`alpha2` loaded ahead, as in [`stage_fc1`].)
+    let a2 = alpha2 * post;
     let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
     unroll16!(NT, |j| {
         let c = 8 * j as u32 + 2 * t;
