@@ -16,10 +16,17 @@
 # 102), PART=18 (ncu of the n256 FC1 and FC2, Qwen3 M = 8192; run 103),
 # PART=19 (the epilogue loads earlier: exp-ptx pf-epl ""; run 105, landed),
 # PART=20 (the same for the 128-pair kernels: exp-ptx pf-eplw eplw; not
-# run yet). Parts
+# run 107, landed). Parts
 # 14-17 are records: their cfgs left the kernels once measured
-# (the commits named in docs/gpu-results.md hold them). Next: PART=20,
-# and PART=3 on an H200 (issue 3's and 5's tables there are run 91's).
+# (the commits named in docs/gpu-results.md hold them). Eleventh session
+# (runs 107-115): PART=21 (decode tune + ncu; run 107), 22 (routing and
+# warp rules; 108), 3,20 (109, an H200), 23-24 (the crossover; 110-111),
+# 3,25,24,26 (the final state; 112), 27 (SASS stall samples; 113), 28
+# (`nbar`; 114), 29 (`nbar` in `_rt` only; 115, a bit-for-bit test failed).
+# Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
+# `info-own` step first (docs/perf-notes.md, eleventh session: how to land
+# it), and PART=3 on an H200 (its last tables are run 109's, before
+# 7847d45's rules).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -428,6 +435,45 @@ elif [ "$PART" = 27 ]; then
       --section WarpStateStats --import-source no -f -o /tmp/src-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
     "$N" -i /tmp/src-$sh-$m.ncu-rep --page source --print-source sass --csv > "$OUT/src-$sh-$m.csv" 2>&1
     gzip -f "$OUT/src-$sh-$m.csv"
+  done
+elif [ "$PART" = 28 ]; then
+  # Issue 3: the K-split hand-over through the group's named barriers
+  # (`nbar`: cargo xtask exp-ptx decode-nbar nbar) instead of two block
+  # barriers per task. Run 113: 18-30 % of the small batches' FC1 samples
+  # on those barriers. Prediction: Qwen3 M = 8 and GPT-OSS M = 2 -5 to
+  # -10 %, M = 1-4 -3 to -8 %, M >= 16 within ±2 %.
+  B="env MOE4_PTX_FILE=/tmp/nbar.ptx"
+  gunzip -c "$C/exp/decode-nbar.ptx.gz" > /tmp/nbar.ptx
+  run info-own 90 /tmp/b1/moe4 info
+  run info-nbar 90 $B /tmp/b1/moe4 info
+  run test-decode-nbar 150 $B /tmp/b1/test-decode --test-threads=2
+  run test-limits-nbar 60 $B /tmp/b1/test-limits --test-threads=2
+  run memcheck-nbar 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-nbar 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+    run ab-nbar-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+  done
+elif [ "$PART" = 29 ]; then
+  # Issue 3: `nbar` (run 114) kept only in the kernels that route in the
+  # block (`_rt`), the others as before (the source as it would land:
+  # cargo xtask exp-ptx land2 ""): tests, sanitizers, three A/B rounds
+  # against the bundle's own PTX. Prediction: Qwen3 M = 1 / 2 -3 / -7 %
+  # (run 114), everything else within ±0.5 % (the non-`_rt` kernels' PTX
+  # differs from the default's only in LLVM's block layout).
+  B="env MOE4_PTX_FILE=/tmp/land2.ptx"
+  gunzip -c "$C/exp/land2.ptx.gz" > /tmp/land2.ptx
+  run info-own 90 /tmp/b1/moe4 info
+  run info-land2 90 $B /tmp/b1/moe4 info
+  run test-decode-land2 150 $B /tmp/b1/test-decode --test-threads=2
+  run test-limits-land2 60 $B /tmp/b1/test-limits --test-threads=2
+  run memcheck-land2 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-land2 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+    run ab-land2-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

@@ -971,23 +971,72 @@ unsafe fn phase<
                 finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
             }
         } else {
-            if kp != 0 {
-                unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
-                    sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
-                })));
-            }
-            sync();
-            if kp == 0 && task < plan.tasks {
-                let mut w = 1;
-                while w < ks {
+            #[cfg(not(moe4_exp = "nbar"))]
+            {
+                if kp != 0 {
                     unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
-                        acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
+                        sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
                     })));
-                    w += 1;
                 }
-                finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
+                sync();
+                if kp == 0 && task < plan.tasks {
+                    let mut w = 1;
+                    while w < ks {
+                        unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                            acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
+                        })));
+                        w += 1;
+                    }
+                    finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
+                }
+                sync();
             }
-            sync();
+            // (`nbar`, an experimental build: the group's warps hand their
+            // partial tiles to its warp 0 through two named barriers of the
+            // group instead of two block barriers: a warp `kp > 0` arrives
+            // at `full` after its stores and goes on to its next task; warp
+            // 0 waits there, sums in `kp` order, arrives at `empty` and
+            // runs the epilogue; the others wait at `empty` only before
+            // their next stores. Run 114 (H100): Qwen3 M = 1 / 2 -2.8 /
+            // -6.6 %, elsewhere -0.1 to +0.9 %; every test and sanitizer
+            // passed. Run 115, with it in the `_rt` kernels only: the FC
+            // kernels' routing and the routing kernel differed in a few
+            // output bits (not understood; docs/perf-notes.md). Run 113:
+            // 18-30 % of the small batches' FC1 samples were on the two
+            // block barriers.)
+            #[cfg(moe4_exp = "nbar")]
+            {
+                let (full, empty, threads) = (1 + 2 * q, 2 + 2 * q, 32 * ks);
+                if kp != 0 {
+                    if task != first {
+                        bar_wait(empty, threads);
+                    }
+                    unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                        sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
+                    })));
+                    bar_arrive(full, threads);
+                } else {
+                    bar_wait(full, threads);
+                    if task < plan.tasks {
+                        let mut w = 1;
+                        while w < ks {
+                            unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                                acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
+                            })));
+                            w += 1;
+                        }
+                    }
+                    // The partial tiles are read: the next round's may be
+                    // stored (an arrival only where there is a next round,
+                    // which the others' wait matches).
+                    if task.saturating_add(tstep) - q < plan.tasks {
+                        bar_arrive(empty, threads);
+                    }
+                    if task < plan.tasks {
+                        finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
+                    }
+                }
+            }
         }
         task = task.saturating_add(tstep);
     }
