@@ -436,44 +436,30 @@ elif [ "$PART" = 27 ]; then
     "$N" -i /tmp/src-$sh-$m.ncu-rep --page source --print-source sass --csv > "$OUT/src-$sh-$m.csv" 2>&1
     gzip -f "$OUT/src-$sh-$m.csv"
   done
-elif [ "$PART" = 28 ]; then
-  # Issue 3: the K-split hand-over through the group's named barriers
-  # (`nbar`: cargo xtask exp-ptx decode-nbar nbar) instead of two block
-  # barriers per task. Run 113: 18-30 % of the small batches' FC1 samples
-  # on those barriers. Prediction: Qwen3 M = 8 and GPT-OSS M = 2 -5 to
-  # -10 %, M = 1-4 -3 to -8 %, M >= 16 within ±2 %.
-  B="env MOE4_PTX_FILE=/tmp/nbar.ptx"
-  gunzip -c "$C/exp/decode-nbar.ptx.gz" > /tmp/nbar.ptx
+elif [ "$PART" = 28 ] || [ "$PART" = 29 ]; then
+  # Issue 3, the decode K-split hand-over through the group's named
+  # barriers instead of two block barriers per task (run 113: 18-30 % of
+  # the small batches' FC1 samples on those). PART=28: `nbar` in every
+  # kernel (cargo xtask exp-ptx decode-nbar nbar; run 114; predicted Qwen3
+  # M = 8 and GPT-OSS M = 2 -5 to -10 %, M = 1-4 -3 to -8 %, M >= 16
+  # ±2 %). PART=29: only in the `_rt` kernels (a source with it there:
+  # cargo xtask exp-ptx land2 ""; run 115; predicted Qwen3 M = 1 / 2
+  # -3 / -7 %, the rest ±0.5 %). Tests, sanitizers, three A/B rounds
+  # against the bundle's own PTX.
+  X=$([ "$PART" = 28 ] && echo nbar || echo land2)
+  F=$([ "$PART" = 28 ] && echo decode-nbar || echo land2)
+  B="env MOE4_PTX_FILE=/tmp/$X.ptx"
+  gunzip -c "$C/exp/$F.ptx.gz" > /tmp/$X.ptx
   run info-own 90 /tmp/b1/moe4 info
-  run info-nbar 90 $B /tmp/b1/moe4 info
-  run test-decode-nbar 150 $B /tmp/b1/test-decode --test-threads=2
-  run test-limits-nbar 60 $B /tmp/b1/test-limits --test-threads=2
-  run memcheck-nbar 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  run racecheck-nbar 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run info-$X 90 $B /tmp/b1/moe4 info
+  run test-decode-$X 150 $B /tmp/b1/test-decode --test-threads=2
+  run test-limits-$X 60 $B /tmp/b1/test-limits --test-threads=2
+  run memcheck-$X 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-$X 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
   for r in 1 2 3; do
     run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
-    run ab-nbar-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
-  done
-elif [ "$PART" = 29 ]; then
-  # Issue 3: `nbar` (run 114) kept only in the kernels that route in the
-  # block (`_rt`), the others as before (the source as it would land:
-  # cargo xtask exp-ptx land2 ""): tests, sanitizers, three A/B rounds
-  # against the bundle's own PTX. Prediction: Qwen3 M = 1 / 2 -3 / -7 %
-  # (run 114), everything else within ±0.5 % (the non-`_rt` kernels' PTX
-  # differs from the default's only in LLVM's block layout).
-  B="env MOE4_PTX_FILE=/tmp/land2.ptx"
-  gunzip -c "$C/exp/land2.ptx.gz" > /tmp/land2.ptx
-  run info-own 90 /tmp/b1/moe4 info
-  run info-land2 90 $B /tmp/b1/moe4 info
-  run test-decode-land2 150 $B /tmp/b1/test-decode --test-threads=2
-  run test-limits-land2 60 $B /tmp/b1/test-limits --test-threads=2
-  run memcheck-land2 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  run racecheck-land2 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
-  for r in 1 2 3; do
-    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
-    run ab-land2-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+    run ab-$X-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
