@@ -456,6 +456,9 @@ elif [ "$PART" = 28 ] || [ "$PART" = 29 ]; then
   run test-limits-$X 60 $B /tmp/b1/test-limits --test-threads=2
   run memcheck-$X 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run racecheck-$X 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  # Every output against the bundle's own build, bit for bit (run 115's
+  # question; `moe4 compare-ptx`, from the twelfth session's bundles on).
+  run compare-$X 200 /tmp/b1/moe4 compare-ptx /tmp/$X.ptx
   DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
   for r in 1 2 3; do
     run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64

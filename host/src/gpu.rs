@@ -117,12 +117,19 @@ impl Gpu {
     /// names a PTX file loaded instead of the embedded build (an
     /// experimental build of the same architecture's kernels).
     pub fn with_arch(ctx: Arc<CudaContext>, arch: Arch) -> Result<Arc<Gpu>> {
-        let (major, minor) = ctx.compute_capability()?;
-        Arch::for_capability(major, minor)?;
         let ptx = match std::env::var("MOE4_PTX_FILE") {
             Ok(path) => std::fs::read_to_string(&path).map_err(|source| Error::Io { path, source })?,
             Err(_) => arch.ptx().to_string(),
         };
+        Gpu::with_ptx(ctx, arch, ptx)
+    }
+
+    /// Loads the kernels from `ptx`, a module of `arch`'s kernels (for
+    /// kernel development: an experimental build beside the embedded one in
+    /// the same context, as `moe4 compare-ptx` does).
+    pub fn with_ptx(ctx: Arc<CudaContext>, arch: Arch, ptx: String) -> Result<Arc<Gpu>> {
+        let (major, minor) = ctx.compute_capability()?;
+        Arch::for_capability(major, minor)?;
         let entries = entry_names(&ptx);
         let globals = global_names(&ptx);
         let module = ctx.load_module(Ptx::from_src(ptx))?;

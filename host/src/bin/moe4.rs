@@ -9,6 +9,9 @@
 //!                                (timeline: where each kernel of a decode call starts,
 //!                                waits and ends; needs a `trace` build in MOE4_PTX_FILE)
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
+//! moe4 compare-ptx FILE          the layer on the loaded build and on the PTX in FILE (an
+//!                                experimental build), on the same random inputs: the
+//!                                outputs that differ in any bit, per case; fails if any
 //! moe4 run [--checkpoint F --prefix P --layout L] [--activation A] [--inputs F] [--out F]
 //!                                one MoE layer from a safetensors checkpoint on the GPU;
 //!                                with no checkpoint, writes and runs a small random one
@@ -46,10 +49,11 @@ fn main() -> ExitCode {
         Some("smoke") => smoke(),
         Some("bench") => bench_cmd(&args[1..]),
         Some("info") => info(),
+        Some("compare-ptx") => compare_ptx(&args[1..]),
         Some("run") => run_layer(&args[1..]),
         Some("run-w4a4") => run_w4a4(&args[1..]),
         _ => {
-            eprintln!("usage: moe4 <demo|smoke|bench KIND [--quick] [--json FILE] [--shape S] [--m N]|info|run ...|run-w4a4 ...> (see the crate docs)");
+            eprintln!("usage: moe4 <demo|smoke|bench KIND [--quick] [--json FILE] [--shape S] [--m N]|info|compare-ptx FILE|run ...|run-w4a4 ...> (see the crate docs)");
             return ExitCode::from(2);
         }
     };
@@ -76,6 +80,86 @@ fn info() -> Res {
 }
 
 /// Normal-ish numbers from an LCG (sum of uniforms).
+/// `moe4 compare-ptx FILE`: the layer on the loaded build (the embedded one,
+/// or `MOE4_PTX_FILE`'s) and on the PTX in FILE, on the same random layers
+/// and inputs (ids with -1 and out-of-range values), under the routing and
+/// warp settings the small batches choose between, both 16-bit types:
+/// the number of outputs that differ in any bit, per case. Two builds of
+/// the same arithmetic must agree bit for bit (a K split's partial tiles
+/// are summed in a fixed order); the command fails where they do not.
+fn compare_ptx(args: &[String]) -> Res {
+    let path = args.first().ok_or("usage: moe4 compare-ptx FILE")?;
+    if !gpu_available() {
+        return Err("no CUDA GPU visible".into());
+    }
+    let a = Gpu::new(0)?;
+    let ptx = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let b = Gpu::with_ptx(a.context().clone(), a.arch(), ptx)?;
+    let stream = a.context().default_stream();
+    println!("{} ({}): the loaded build against {path}", a.name(), a.arch().name());
+    let mut rng = Rng(7);
+    let mut differing = 0usize;
+    // (experts, hidden, intermediate, top-k): a many-expert and a few-expert layer.
+    for (e, h, i, topk) in [(64usize, 1024usize, 512usize, 6usize), (8, 512, 1024, 2)] {
+        let gen = |rng: &mut Rng, n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| rng.normal() * s).collect() };
+        let layer = Nvfp4Moe {
+            gate: quantize_nvfp4(&gen(&mut rng, e * i * h, 0.05), e, i, h)?,
+            up: quantize_nvfp4(&gen(&mut rng, e * i * h, 0.05), e, i, h)?,
+            down: quantize_nvfp4(&gen(&mut rng, e * h * i, 0.05), e, h, i)?,
+        };
+        let act = Activation::Silu;
+        let (wa, wb) = (MoeWeights::new(&a, &stream, &layer, act)?, MoeWeights::new(&b, &stream, &layer, act)?);
+        let most = 256;
+        let (mut wsa, mut wsb) = (Workspace::new(&wa, &stream, most, topk)?, Workspace::new(&wb, &stream, most, topk)?);
+        for m in [1usize, 3, 10, 33, 64, 256] {
+            let x: Vec<f32> = (0..m * h).map(|_| rng.normal()).collect();
+            let mut ids: Vec<i32> = (0..m * topk).map(|_| (rng.uniform() * e as f32) as i32 % e as i32).collect();
+            ids[0] = -1;
+            if m > 2 {
+                ids[topk] = e as i32 + 5;
+            }
+            let tw: Vec<f32> = (0..m * topk).map(|_| rng.uniform()).collect();
+            for tuning in ["", "fc_route_pairs=0", "fc_route_pairs=64,nt=1", "wide=false", "wide=true"] {
+                *wsa.tuning_mut() = moe4::Tuning::defaults(&a).with(tuning)?;
+                *wsb.tuning_mut() = moe4::Tuning::defaults(&b).with(tuning)?;
+                let run = |w: &MoeWeights,
+                           ws: &mut Workspace,
+                           half: bool|
+                 -> Result<Vec<u16>, Box<dyn std::error::Error>> {
+                    let (idd, twd) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
+                    Ok(if half {
+                        let xd = stream.clone_htod(&x.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())?;
+                        let mut out = stream.alloc_zeros::<f16>(m * h)?;
+                        w.forward(ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
+                        stream.clone_dtoh(&out)?.iter().map(|v| v.to_bits()).collect()
+                    } else {
+                        let xd = stream.clone_htod(&x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>())?;
+                        let mut out = stream.alloc_zeros::<bf16>(m * h)?;
+                        w.forward(ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
+                        stream.clone_dtoh(&out)?.iter().map(|v| v.to_bits()).collect()
+                    })
+                };
+                for half in [false, true] {
+                    let (oa, ob) = (run(&wa, &mut wsa, half)?, run(&wb, &mut wsb, half)?);
+                    let n = oa.iter().zip(&ob).filter(|(p, q)| p != q).count();
+                    differing += n;
+                    println!(
+                        "  E={e} H={h} I={i} top-{topk} M={m} {} [{}]: {n} of {} outputs differ",
+                        if half { "f16" } else { "bf16" },
+                        if tuning.is_empty() { "defaults" } else { tuning },
+                        oa.len()
+                    );
+                }
+            }
+        }
+    }
+    if differing > 0 {
+        return Err(format!("{differing} outputs differ between the two builds").into());
+    }
+    println!("every output equal bit for bit");
+    Ok(())
+}
+
 struct Rng(u64);
 impl Rng {
     fn uniform(&mut self) -> f32 {
