@@ -1238,7 +1238,7 @@ pub(super) unsafe fn stage_fc1<const BF16: bool, const NT: usize>(
     (stage, stride): (u32, u32),
 ) {
     // The expert's global scales (`alpha_*`, [`global_scales`]) come loaded
-    // by the caller before its last `wgmma`s drain (run 108).
+    // by the caller before its last `wgmma`s drain (runs 107 and 109).
     let (ag, au) = (alpha_g * post, alpha_u * post);
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);

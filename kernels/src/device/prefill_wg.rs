@@ -409,8 +409,8 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             c += UNROLL;
         }
         // The expert's global scales, loaded before the drain as the n256
-        // kernels do (run 108: Qwen3 at M = 2048 -1.4 % on an H200, -2.5 % on
-        // an H100; M = 8192 unchanged).
+        // kernels do (runs 107 and 109: Qwen3 at M = 2048 -2.5 % on an H100, -1.4 % on
+        // an H200; M = 8192 unchanged).
         let alpha = global_scales::<FC1>(p, cur.e);
         wgmma::wait::<0>();
         unroll!(MTILES, |mt| wgmma::hold_f32(&mut acc[mt]));
