@@ -79,7 +79,6 @@ fn info() -> Res {
     Ok(())
 }
 
-/// Normal-ish numbers from an LCG (sum of uniforms).
 /// `moe4 compare-ptx FILE`: the layer on the loaded build (the embedded one,
 /// or `MOE4_PTX_FILE`'s) and on the PTX in FILE, on the same random layers
 /// and inputs (ids with -1 and out-of-range values), under the routing and
@@ -122,32 +121,20 @@ fn compare_ptx(args: &[String]) -> Res {
             for tuning in ["", "fc_route_pairs=0", "fc_route_pairs=64,nt=1", "wide=false", "wide=true"] {
                 *wsa.tuning_mut() = moe4::Tuning::defaults(&a).with(tuning)?;
                 *wsb.tuning_mut() = moe4::Tuning::defaults(&b).with(tuning)?;
-                let run = |w: &MoeWeights,
-                           ws: &mut Workspace,
-                           half: bool|
-                 -> Result<Vec<u16>, Box<dyn std::error::Error>> {
-                    let (idd, twd) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
-                    Ok(if half {
-                        let xd = stream.clone_htod(&x.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())?;
-                        let mut out = stream.alloc_zeros::<f16>(m * h)?;
-                        w.forward(ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
-                        stream.clone_dtoh(&out)?.iter().map(|v| v.to_bits()).collect()
-                    } else {
-                        let xd = stream.clone_htod(&x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>())?;
-                        let mut out = stream.alloc_zeros::<bf16>(m * h)?;
-                        w.forward(ws, &stream, &xd.as_view(), &idd.as_view(), &twd.as_view(), &mut out.as_view_mut())?;
-                        stream.clone_dtoh(&out)?.iter().map(|v| v.to_bits()).collect()
-                    })
-                };
                 for half in [false, true] {
-                    let (oa, ob) = (run(&wa, &mut wsa, half)?, run(&wb, &mut wsb, half)?);
-                    let n = oa.iter().zip(&ob).filter(|(p, q)| p != q).count();
+                    let (oa, ob) = if half {
+                        both_builds::<f16>((&wa, &mut wsa), (&wb, &mut wsb), &stream, &x, &ids, &tw)?
+                    } else {
+                        both_builds::<bf16>((&wa, &mut wsa), (&wb, &mut wsb), &stream, &x, &ids, &tw)?
+                    };
+                    // Outputs are 16-bit: compare them two bytes at a time.
+                    let n = oa.chunks(2).zip(ob.chunks(2)).filter(|(p, q)| p != q).count();
                     differing += n;
                     println!(
                         "  E={e} H={h} I={i} top-{topk} M={m} {} [{}]: {n} of {} outputs differ",
                         if half { "f16" } else { "bf16" },
                         if tuning.is_empty() { "defaults" } else { tuning },
-                        oa.len()
+                        oa.len() / 2
                     );
                 }
             }
@@ -160,6 +147,21 @@ fn compare_ptx(args: &[String]) -> Res {
     Ok(())
 }
 
+/// [`forward_bytes`] of the same inputs (`x` in `T`) on two builds' weights
+/// and workspaces: their output bytes.
+fn both_builds<T: moe4::Half>(
+    (wa, wsa): (&MoeWeights, &mut Workspace),
+    (wb, wsb): (&MoeWeights, &mut Workspace),
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    x: &[f32],
+    ids: &[i32],
+    tw: &[f32],
+) -> Result<(Vec<u8>, Vec<u8>), Box<dyn std::error::Error>> {
+    let xb: Vec<u8> = x.iter().flat_map(|&v| T::from_f32(v).to_bits().to_le_bytes()).collect();
+    Ok((forward_bytes::<T>(wa, wsa, stream, &xb, ids, tw)?.1, forward_bytes::<T>(wb, wsb, stream, &xb, ids, tw)?.1))
+}
+
+/// Normal-ish numbers from an LCG (sum of uniforms).
 struct Rng(u64);
 impl Rng {
     fn uniform(&mut self) -> f32 {

@@ -971,15 +971,19 @@ unsafe fn phase<
                 finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
             }
         } else {
-            #[cfg(not(moe4_exp = "nbar"))]
-            {
-                if kp != 0 {
+            // This warp's partial tile into the reduction area (`kp > 0`),
+            // and warp 0's sum of the others' in `kp` order. (Macros, not
+            // closures: a closure taking the accumulators put them on the
+            // stack in the `_r64` NT = 4 kernels, 320 bytes.)
+            macro_rules! store_partial {
+                () => {
                     unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
                         sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
-                    })));
-                }
-                sync();
-                if kp == 0 && task < plan.tasks {
+                    })))
+                };
+            }
+            macro_rules! add_partials {
+                () => {{
                     let mut w = 1;
                     while w < ks {
                         unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
@@ -987,6 +991,16 @@ unsafe fn phase<
                         })));
                         w += 1;
                     }
+                }};
+            }
+            #[cfg(not(moe4_exp = "nbar"))]
+            {
+                if kp != 0 {
+                    store_partial!();
+                }
+                sync();
+                if kp == 0 && task < plan.tasks {
+                    add_partials!();
                     finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
                 }
                 sync();
@@ -1011,20 +1025,12 @@ unsafe fn phase<
                     if task != first {
                         bar_wait(empty, threads);
                     }
-                    unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
-                        sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
-                    })));
+                    store_partial!();
                     bar_arrive(full, threads);
                 } else {
                     bar_wait(full, threads);
                     if task < plan.tasks {
-                        let mut w = 1;
-                        while w < ks {
-                            unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
-                                acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
-                            })));
-                            w += 1;
-                        }
+                        add_partials!();
                     }
                     // The partial tiles are read: the next round's may be
                     // stored (an arrival only where there is a next round,
