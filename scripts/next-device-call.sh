@@ -23,6 +23,9 @@
 # warp rules; 108), 3,20 (109, an H200), 23-24 (the crossover; 110-111),
 # 3,25,24,26 (the final state; 112), 27 (SASS stall samples; 113), 28
 # (`nbar`; 114), 29 (`nbar` in `_rt` only; 115, a bit-for-bit test failed).
+# Twelfth session: PART=30 (the narrow-slot decode kernels, `c2`),
+# PART=31 (`nbar` against the own build, bit for bit; runs 116-117),
+# PART=32 (`nbar` with immediate barrier ids).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -464,6 +467,64 @@ elif [ "$PART" = 28 ] || [ "$PART" = 29 ]; then
     run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
     run ab-$X-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
   done
+elif [ "$PART" = 30 ]; then
+  # Issue 3, lead 1 of the eleventh session: the narrow-slot decode kernels
+  # (`_c2`, cargo xtask exp-ptx decode-c2 c2): column groups of 2 pairs
+  # whose slots hold only those columns' activations, so 6 (4 warps) or 5
+  # (8 warps) slots per warp instead of 4 / 3. Predicted (small batches,
+  # where run 113 saw 19-31 % of FC1's samples on the chunk wait): Qwen3
+  # M = 1-8, GPT-OSS M = 1-8 -5 to -10 %, DeepSeek-V3 / Mixtral M = 1-2
+  # -3 to -8 % (more bytes in flight on the H200 where those are below
+  # 0.9); M >= 16 on 128-256 experts ±3 % (more groups: some experts
+  # stream their weights twice). A/B within the c2 build (c2=true forced
+  # where one column tile runs, against c2=false), three rounds; then its
+  # tests and sanitizers.
+  B="env MOE4_PTX_FILE=/tmp/c2.ptx"
+  gunzip -c "$C/exp/decode-c2.ptx.gz" > /tmp/c2.ptx
+  run info-c2 90 $B /tmp/b1/moe4 info
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3,DeepSeek-V4-Flash
+  # (One column tile at every point listed: at most 6 pairs per active
+  # expert; `c2=true` is an error elsewhere.)
+  for r in ${ROUNDS:-1 2 3}; do
+    run ab-off-r$r 70 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,32,64 --tuning c2=false
+    run ab-c2-r$r 70 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,32,64 --tuning c2=true
+    run ab-off-r$r 30 $B /tmp/b1/moe4 bench decode --shape Mixtral-8x7B --m 1,2,4,8 --tuning c2=false
+    run ab-c2-r$r 30 $B /tmp/b1/moe4 bench decode --shape Mixtral-8x7B --m 1,2,4,8 --tuning c2=true
+  done
+  run test-decode-c2 200 $B /tmp/b1/test-decode --test-threads=2
+  run memcheck-c2 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-c2 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run test-limits-c2 60 $B /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 31 ]; then
+  # Run 115's question: `nbar`'s outputs against the bundle's own build,
+  # bit for bit (`moe4 compare-ptx`: two layers, M = 1-256, the routing
+  # and warp settings, both 16-bit types). Each PTX's first load first.
+  gunzip -c "$C/exp/decode-nbar.ptx.gz" > /tmp/nbar.ptx
+  run info-own 90 /tmp/b1/moe4 info
+  run info-nbar 90 env MOE4_PTX_FILE=/tmp/nbar.ptx /tmp/b1/moe4 info
+  run compare-nbar 200 /tmp/b1/moe4 compare-ptx /tmp/nbar.ptx
+elif [ "$PART" = 32 ]; then
+  # Issue 3: `nbar` with immediate barrier ids (cargo xtask exp-ptx
+  # decode-nbar2 nbar): ptxas then reserves the barriers a block can use
+  # (5 with 4 warps, 9 with 8) instead of all 16, which run 117 read as the
+  # cause of the 4-warp kernels' other grids. Every output against the own
+  # build (expected: all equal, also where the grids are not forced), the
+  # tests and sanitizers, three A/B rounds. Predicted: Qwen3 M = 1 / 2
+  # -3 / -7 % as in run 114, and no longer +0.5-0.9 % at the 4-warp points.
+  B="env MOE4_PTX_FILE=/tmp/nbar2.ptx"
+  gunzip -c "$C/exp/decode-nbar2.ptx.gz" > /tmp/nbar2.ptx
+  run info-own 90 /tmp/b1/moe4 info
+  run info-nbar2 90 $B /tmp/b1/moe4 info
+  run compare-nbar2 120 /tmp/b1/moe4 compare-ptx /tmp/nbar2.ptx
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,Mixtral-8x7B,DeepSeek-V3,DeepSeek-V4-Flash
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+    run ab-nbar2-r$r 40 $B /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+  done
+  run test-decode-nbar2 150 $B /tmp/b1/test-decode --test-threads=2
+  run memcheck-nbar2 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-nbar2 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run test-limits-nbar2 60 $B /tmp/b1/test-limits --test-threads=2
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's

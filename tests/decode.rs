@@ -323,6 +323,21 @@ fn sanitizer_case() {
             check::<bf16>(&w, &mut ws, &s, &c);
         }
     }
+    // The narrow-slot kernels, where the build has them (moe4_exp = "c2"):
+    // routed in the FC kernels and after the routing kernel, 4 and 8
+    // warps, the whole grid and one block (whole rounds, then split ones).
+    if gpu.has_kernel("moe_fc1_bf16_nt1_c2") {
+        let d = moe4::Tuning::defaults(&gpu);
+        for (fc_route_pairs, wide, fc_blocks) in
+            [(None, false, None), (None, true, Some(1)), (Some(0), true, None), (Some(0), false, Some(1))]
+        {
+            let wide = Some(wide);
+            *ws.tuning_mut() = moe4::Tuning { c2: Some(true), nt: Some(1), fc_route_pairs, wide, fc_blocks, ..d };
+            c.name =
+                format!("sanitizer, narrow slots, FC routing {fc_route_pairs:?}, wide {wide:?}, grid {fc_blocks:?}");
+            check::<bf16>(&w, &mut ws, &s, &c);
+        }
+    }
     // Whole rounds, then split ones (the ring reused across the two
     // phases, the reduction area in the second).
     two_phase_walk(&gpu, &s, &[(3, false, 1, 32), (1, true, 1, 32)]);
@@ -640,4 +655,100 @@ fn fc_routing_equals_the_routing_kernel_bit_for_bit() {
         }
         check::<bf16>(&w, &mut ws, &s, &c);
     }
+}
+
+/// The narrow-slot FC kernels (`_c2`, column groups of 2 pairs, deeper
+/// rings; builds with `moe4_exp = "c2"`; skipped with a message on builds
+/// without them), forced on: against the reference at M = 1 to 64 under
+/// each routing, 4 and 8 warps and small grids (whole rounds, then split
+/// ones), with -1 and out-of-range ids, a token without a valid id, an
+/// expert repeated within a token, every pair on one expert (many groups
+/// of one expert), both 16-bit types and the three activations; bit for
+/// bit: routed in the FC kernels against the routing kernel (same grids),
+/// and, where every expert has at most one pair (so the tasks are the
+/// same), against the kernels with 8-column slots.
+#[test]
+fn narrow_slots_against_the_reference() {
+    let Some(gpu) = gpu("narrow_slots_against_the_reference") else { return };
+    if !gpu.has_kernel("moe_fc1_bf16_nt1_c2") {
+        report("narrow_slots_against_the_reference: SKIPPED, this PTX build has no `_c2` FC kernels");
+        return;
+    }
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(2026);
+    let (e, h, i, topk) = (32, 640, 384, 4);
+    let layer = random_layer(&mut rng, e, h, i);
+    let d = moe4::Tuning { c2: Some(true), nt: Some(1), ..moe4::Tuning::defaults(&gpu) };
+    let variants = [
+        ("default", d),
+        ("4 warps", moe4::Tuning { wide: Some(false), ..d }),
+        ("8 warps", moe4::Tuning { wide: Some(true), ..d }),
+        ("one-block routing", moe4::Tuning { fc_route_pairs: Some(0), route_blocks_from: Some(usize::MAX), ..d }),
+        ("many-block routing", moe4::Tuning { fc_route_pairs: Some(0), route_blocks_from: Some(0), ..d }),
+        ("1 block", moe4::Tuning { fc_blocks: Some(1), ..d }),
+        ("3 blocks 8 warps", moe4::Tuning { fc_blocks: Some(3), wide: Some(true), ..d }),
+        (
+            "2 blocks 4 warps, routing kernel",
+            moe4::Tuning { fc_blocks: Some(2), wide: Some(false), fc_route_pairs: Some(0), ..d },
+        ),
+    ];
+    for act in [Activation::Silu, Activation::GptOss { alpha: 1.702, limit: 7.0 }] {
+        let w = MoeWeights::new(&gpu, &s, &layer, act).unwrap();
+        let mut ws = Workspace::new(&w, &s, 64, topk).unwrap();
+        for (label, t) in variants {
+            *ws.tuning_mut() = t;
+            for m in [1, 3, 8, 33, 64] {
+                let mut c = case(&mut rng, &layer, &format!("narrow slots, {label}, {act:?}"), m, topk);
+                c.ids[0] = -1;
+                if m > 2 {
+                    // Token 1: no valid id; the last token: one expert twice.
+                    c.ids[topk..2 * topk].copy_from_slice(&[-1, 32, 1000, -7]);
+                    let last = (m - 1) * topk;
+                    c.ids[last + 1] = c.ids[last + 2];
+                }
+                check::<bf16>(&w, &mut ws, &s, &c);
+                if m == 8 {
+                    check::<f16>(&w, &mut ws, &s, &c);
+                }
+                // Every pair on one expert: 4 M pairs in groups of 2.
+                c.ids.iter_mut().for_each(|id| *id = 9);
+                c.name = format!("narrow slots, {label}, all on expert 9");
+                check::<bf16>(&w, &mut ws, &s, &c);
+            }
+        }
+    }
+    let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+    let mut ws = Workspace::new(&w, &s, 64, topk).unwrap();
+    for wide in [false, true] {
+        for blocks in [2, 5] {
+            let t = moe4::Tuning { wide: Some(wide), fc_blocks: Some(blocks), ..d };
+            // Routed in the FC kernels against the routing kernel.
+            for m in [1, 3, 10] {
+                let c = case(&mut rng, &layer, "narrow slots, FC routing", m, topk);
+                *ws.tuning_mut() = moe4::Tuning { fc_route_pairs: Some(64), ..t };
+                let (a, a16) = (run_gpu::<bf16>(&w, &mut ws, &s, &c), run_gpu::<f16>(&w, &mut ws, &s, &c));
+                *ws.tuning_mut() = moe4::Tuning { fc_route_pairs: Some(0), ..t };
+                let (b, b16) = (run_gpu::<bf16>(&w, &mut ws, &s, &c), run_gpu::<f16>(&w, &mut ws, &s, &c));
+                let diff = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+                let diff16 = a16.iter().zip(&b16).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+                assert_eq!((diff, diff16), (0, 0), "M={m} wide={wide} blocks={blocks}: outputs differ (bf16, f16)");
+            }
+            // One token (distinct experts: one pair per group either way)
+            // against the 8-column slots: the same tasks, the same sums.
+            let c = case(&mut rng, &layer, "narrow slots against 8 columns", 1, topk);
+            for rt in [Some(0), Some(64)] {
+                *ws.tuning_mut() = moe4::Tuning { fc_route_pairs: rt, ..t };
+                let a = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+                *ws.tuning_mut() = moe4::Tuning { fc_route_pairs: rt, c2: Some(false), ..t };
+                let b = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+                let diff = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+                assert_eq!(diff, 0, "wide={wide} blocks={blocks} routing {rt:?}: narrow and 8-column slots differ");
+            }
+        }
+    }
+    // Forced where it cannot run (two column tiles): an error naming it.
+    *ws.tuning_mut() = moe4::Tuning { nt: Some(2), ..d };
+    let c = case(&mut rng, &layer, "narrow slots with NT=2", 5, topk);
+    let err = forward_err(&w, &mut ws, &s, &c).to_string();
+    assert!(err.contains("narrow decode slots"), "{err}");
 }
