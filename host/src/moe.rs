@@ -40,9 +40,8 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, De
 use moe4_kernels::launch::{
     combine_outputs_per_thread, fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes,
     pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes,
-    route_split, FC_NARROW_COLS, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX,
-    FC_WARPS_WIDE, PFW256_COLS, PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
-    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS,
+    PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineDpParams, CombineParams, FcDpParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -263,19 +262,11 @@ pub struct Tuning {
     /// latency: runs 84-86); `Some(true)`: always (an error where the build
     /// lacks the kernels); `Some(false)`: never.
     pub deps: Option<bool>,
-    /// The decode FC kernels with narrow slots (builds with the `_c2`
-    /// kernels, `moe4_exp = "c2"`): column groups of
-    /// [`FC_NARROW_COLS`] pairs whose slots hold only those columns'
-    /// activations, so the same shared memory holds deeper rings (more
-    /// chunks in flight per warp). `None`: where [`narrow_slots`] says
-    /// (one column tile; never where the build lacks the kernels);
-    /// `Some(true)`: always there (an error elsewhere); `Some(false)`: never.
-    pub c2: Option<bool>,
 }
 
 impl Tuning {
     /// The settings [`Tuning::with`] takes: the fields' names.
-    pub const KEYS: [&'static str; 17] = [
+    pub const KEYS: [&'static str; 16] = [
         "pdl",
         "wide",
         "load_only",
@@ -292,7 +283,6 @@ impl Tuning {
         "fc2_slices",
         "w6",
         "deps",
-        "c2",
     ];
 
     /// These settings with some changed by `spec`: `key=value` pairs,
@@ -332,7 +322,6 @@ impl Tuning {
                 "fc2_slices" => self.fc2_slices = opt_num()?,
                 "w6" => self.w6 = opt_flag()?,
                 "deps" => self.deps = opt_flag()?,
-                "c2" => self.c2 = opt_flag()?,
                 _ => {
                     return Err(unsupported(
                         "tuning setting",
@@ -364,7 +353,6 @@ impl Tuning {
             fc2_slices: None,
             w6: None,
             deps: None,
-            c2: None,
         }
     }
 }
@@ -507,18 +495,6 @@ fn column_tiles(pairs: usize, experts: usize) -> usize {
     }
 }
 
-/// Whether the decode FC kernels take narrow slots ([`Tuning::c2`]) for
-/// `pairs` (token, expert) pairs over `experts` experts: where uniform
-/// routing gives at most 1.3 pairs per active expert on average (then
-/// most experts' pairs fit one group of [`FC_NARROW_COLS`]; an expert with
-/// more streams its weights once per group, the later times mostly from
-/// L2). Not yet measured: a first guess for the A/B that sets it.
-pub fn narrow_slots(pairs: usize, experts: usize) -> bool {
-    let e = experts.max(1) as f64;
-    let active = e * (1.0 - (1.0 - 1.0 / e).powi(pairs.min(i32::MAX as usize) as i32));
-    pairs as f64 <= 1.3 * active
-}
-
 fn aligned(what: &str, addr: u64, align: usize) -> Result<()> {
     if addr.is_multiple_of(align as u64) {
         Ok(())
@@ -539,19 +515,17 @@ impl MoeWeights {
     /// FC1 measured 0-15 % faster with FC2's weights copied before its wait
     /// (run 63: V4-Flash M = 1 34.8 against 40.9 µs, V4-Pro 76 against 80,
     /// Qwen3 19.0 against 19.3).
-    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool, pairs: u32, narrow: bool) -> Result<bool> {
+    fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool, pairs: u32) -> Result<bool> {
         if rt && fc == "1" && pairs <= 8 {
             return Ok(true);
         }
         let gpu = &self.gpu;
-        let (c2, cols) = if narrow { ("_c2", FC_NARROW_COLS) } else { ("", 8) };
-        let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1{c2}"), format!("moe_fc{fc}_bf16_nt1_w8{c2}"));
-        let b4 =
-            gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS, cols), 2, cols))?;
+        let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
+        let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2))?;
         let b8 = gpu.resident_blocks(
             &n8,
             32 * FC_WARPS_WIDE,
-            fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE, cols), 2, cols),
+            fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE), 2),
         )?;
         let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).cost as u64;
         let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).cost as u64;
@@ -688,20 +662,6 @@ impl MoeWeights {
             None => 0,
         };
         let route_in_fc = !prefill && nt == 1 && pairs <= fc_route_max;
-        // Narrow slots (builds with the `_c2` kernels): one column tile.
-        let narrow_ok =
-            !prefill && nt == 1 && !tune.load_only && gpu.has_kernel(&format!("moe_fc1_{}_nt1_c2", T::NAME));
-        let narrow = match tune.c2 {
-            Some(true) if !narrow_ok => {
-                return Err(unsupported(
-                    "narrow decode slots",
-                    "forced",
-                    "needs a decode call with one column tile (not loads-only) and a build with the `_c2` kernels (moe4_exp = \"c2\")",
-                ))
-            }
-            Some(v) => v,
-            None => narrow_ok && narrow_slots(m * k, e),
-        };
         let route = RouteParams {
             topk_ids: ids_ptr,
             topk_weights: tw_ptr,
@@ -717,7 +677,6 @@ impl MoeWeights {
             group: match (prefill, wg_cols) {
                 (true, Some(c)) => c,
                 (true, None) => PF_COLS,
-                (false, _) if narrow => FC_NARROW_COLS,
                 (false, _) => 8 * nt as u32,
             },
             narrow: if mixed {
@@ -838,7 +797,7 @@ impl MoeWeights {
             }
             let wide = nt == 1
                 && !tune.load_only
-                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs, narrow), Ok)?;
+                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
             let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or_else(|| decode_task_rows(nt, e)) == 64;
             let suffix = if tune.load_only {
@@ -851,13 +810,12 @@ impl MoeWeights {
                 ""
             };
             let mt = if rows64 { 4 } else { 2 };
-            let (c2, cols) = if narrow { ("_c2", FC_NARROW_COLS) } else { ("", 8) };
-            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps, cols), mt, cols) + routing;
-            let name = format!("moe_fc{fc}_{}_nt{nt}{suffix}{c2}{rt}", T::NAME);
+            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps), mt) + routing;
+            let name = format!("moe_fc{fc}_{}_nt{nt}{suffix}{rt}", T::NAME);
             // FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp
             // = "w6"`; one column tile), against the kernel chosen above.
             let name6 = format!("moe_fc1_{}_nt1_w6{rt}", T::NAME);
-            let six_ok = fc == "1" && nt == 1 && !narrow && !tune.load_only && gpu.has_kernel(&name6);
+            let six_ok = fc == "1" && nt == 1 && !tune.load_only && gpu.has_kernel(&name6);
             if tune.w6 == Some(true) && !six_ok && fc == "1" {
                 return Err(unsupported(
                     "6-warp FC1",
@@ -866,7 +824,7 @@ impl MoeWeights {
                 ));
             }
             if six_ok && tune.w6 != Some(false) {
-                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX, 8), 2, 8) + routing;
+                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX), 2) + routing;
                 let c6 =
                     fc_split_div(tasks, nchunks, FC_WARPS_SIX, gpu.resident_blocks(&name6, 32 * FC_WARPS_SIX, smem6)?)
                         .cost;
@@ -895,7 +853,7 @@ impl MoeWeights {
         let (n2, smem2, threads2, grid2, slices) = {
             let name = format!("moe_fc2_{}_nt1_sl{rt}", T::NAME);
             let cap = (ws.max_tokens * ws.topk / (m * k)).min(FC_SLICES_MAX as usize) as u32;
-            let usable = !prefill && nt == 1 && !narrow && !tune.load_only && cap >= 2;
+            let usable = !prefill && nt == 1 && !tune.load_only && cap >= 2;
             let has = usable && gpu.has_kernel(&name);
             let forced = tune.fc2_slices.filter(|&n| n > 1);
             if let (Some(n), false) = (forced, has) {
@@ -905,7 +863,7 @@ impl MoeWeights {
                     "needs a decode call with one column tile, y room for every pair's slices, and a build with the sliced FC2 kernels (moe4_exp = \"fc2sl\")",
                 ));
             }
-            let smem = fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS, 8), 2, 8) + routing;
+            let smem = fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2) + routing;
             let pick = if has && tune.fc2_slices.is_none_or(|n| n > 1) {
                 let grid = fc_grid(&name, 32 * FC_WARPS, smem)?;
                 let tasks = groups_est * (h as u32 / 32);
@@ -1059,7 +1017,6 @@ mod tests {
             fc2_slices: None,
             w6: None,
             deps: None,
-            c2: None,
         }
     }
 

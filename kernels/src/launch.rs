@@ -103,39 +103,20 @@ pub const fn gemm_wg_smem_bytes() -> u32 {
 }
 
 /// Bytes of one decode pipeline slot of one warp, `nt` column tiles, `mt`
-/// 16-row tiles per task (2: 32 rows, 4: 64 rows), `cols` columns'
-/// activations per column tile (8, or [`FC_NARROW_COLS`] in the
-/// narrow-slot kernels): a chunk's codes (1 KiB per 32 rows), its scales
-/// (128 B per 32 rows) and its activations (`cols` x 128 B per column
-/// tile), each lane's pieces where that lane reads them back.
-pub const fn fc_slot_bytes(nt: u32, mt: u32, cols: u32) -> u32 {
-    mt / 2 * (1024 + 128) + 128 * cols * nt
+/// 16-row tiles per task (2: 32 rows, 4: 64 rows): a chunk's codes (1 KiB
+/// per 32 rows), its scales (128 B per 32 rows) and its activations (`nt`
+/// KiB), each lane's pieces where that lane reads them back.
+pub const fn fc_slot_bytes(nt: u32, mt: u32) -> u32 {
+    mt / 2 * (1024 + 128) + 1024 * nt
 }
 
-/// Columns (pairs) per column group of the narrow-slot decode FC kernels
-/// (`_c2`, one column tile, `moe4_exp = "c2"` builds): their slots hold
-/// the activations of this many columns instead of 8, so the same shared
-/// memory holds deeper rings ([`fc_stages`]); the routing cuts an expert's
-/// pairs into groups of this many.
-pub const FC_NARROW_COLS: u32 = 2;
-
 /// Pipeline depth (slots per warp) of the decode FC kernels with `nt`
-/// column tiles, `warps` warps and `cols` columns per slot tile: 5-6
-/// blocks of 4 warps (NT = 1; 4 slots; shared memory allows 6, FC2's
-/// registers 5), 4 blocks (NT = 2, bound by registers) or 3 (NT = 4) stay
-/// resident per SM. The 8-warp kernels for small batches (`_w8`, NT = 1)
-/// take 3 slots: 3 blocks per SM. The narrow-slot kernels (`cols` =
-/// [`FC_NARROW_COLS`]: 1408-byte slots instead of 2176) take 6 slots with
-/// 4 warps and 5 with 8 (the same blocks per SM, also with the `_rt`
-/// kernels' routing tables).
-pub const fn fc_stages(nt: u32, warps: u32, cols: u32) -> u32 {
-    if cols < 8 {
-        if warps == 4 {
-            6
-        } else {
-            5
-        }
-    } else if nt == 1 && warps == 4 {
+/// column tiles: 5-6 blocks of 4 warps (NT = 1; 4 slots; shared memory
+/// allows 6, FC2's registers 5), 4 blocks (NT = 2, bound by registers) or 3
+/// (NT = 4) stay resident per SM. The 8-warp kernels for small batches (`_w8`,
+/// NT = 1) take 3 slots: 3 blocks per SM.
+pub const fn fc_stages(nt: u32, warps: u32) -> u32 {
+    if nt == 1 && warps == 4 {
         4
     } else {
         3
@@ -143,11 +124,11 @@ pub const fn fc_stages(nt: u32, warps: u32, cols: u32) -> u32 {
 }
 
 /// Dynamic shared memory of an FC kernel with `nt` column tiles, `warps`
-/// warps, `stages` slots per warp, `mt` 16-row tiles per task and `cols`
-/// columns per slot tile: each warp's ring of slots, then the reduction
-/// area (the partial tiles of all warps but one).
-pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32, mt: u32, cols: u32) -> u32 {
-    warps * stages * fc_slot_bytes(nt, mt, cols) + fc_red_bytes(nt, warps, mt)
+/// warps, `stages` slots per warp and `mt` 16-row tiles per task: each
+/// warp's ring of slots, then the reduction area (the partial tiles of all
+/// warps but one).
+pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32, mt: u32) -> u32 {
+    warps * stages * fc_slot_bytes(nt, mt) + fc_red_bytes(nt, warps, mt)
 }
 
 /// How a decode FC grid of `blocks` blocks of `warps` warps walks `tasks`
@@ -329,9 +310,7 @@ pub const fn ready_counter(ready: u64, i: u32) -> u64 {
 /// pair with every other) would cost more than the routing launch they
 /// replace. At most the threads of a block (128).
 pub const FC_ROUTE_MAX_PAIRS: u32 = 64;
-/// Most pairs per column group of the `_rt` kernels (one column tile: 8,
-/// or [`FC_NARROW_COLS`] in the narrow-slot ones): the tables' room per
-/// group.
+/// Pairs per column group of the `_rt` kernels (one column tile).
 pub const FC_ROUTE_GROUP: u32 = 8;
 /// The `_rt` kernels' routing tables, at the start of their shared memory
 /// (byte offsets): the active-expert and column-group counts (16 B), per
@@ -590,17 +569,9 @@ mod tests {
     #[test]
     fn shared_memory_fits_the_blocks_per_sm_the_docs_promise() {
         let sm = 228 * 1024;
-        let fits = |nt, w, mt| sm / (fc_smem_bytes(nt, w, fc_stages(nt, w, 8), mt, 8) + 1024);
+        let fits = |nt, w, mt| sm / (fc_smem_bytes(nt, w, fc_stages(nt, w), mt) + 1024);
         assert_eq!(fits(1, 4, 2), 6); // registers then allow 5-6
         assert_eq!(fits(1, 8, 2), 3);
-        // The narrow-slot kernels: as many blocks, deeper rings (also with
-        // the `_rt` kernels' routing tables: 5 and 3).
-        let c = FC_NARROW_COLS;
-        let narrow = |w, extra| sm / (fc_smem_bytes(1, w, fc_stages(1, w, c), 2, c) + extra + 1024);
-        assert_eq!(narrow(4, 0), 6);
-        assert_eq!(narrow(8, 0), 3);
-        assert_eq!(narrow(4, FC_ROUTE_BYTES), 5);
-        assert_eq!(narrow(8, FC_ROUTE_BYTES), 3);
         assert!(fits(2, 4, 2) >= 4);
         assert_eq!(fits(4, 4, 2), 3);
         // 64-row tasks: 3 blocks at NT = 2, 2 at NT = 4 (registers allow no more).

@@ -132,37 +132,6 @@ const fn slot_x(mt: usize) -> u32 {
     (mt / 2 * (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES)) as u32
 }
 
-/// Pairs per column group of a kernel with `NT` column tiles whose slots
-/// hold `XC` columns' activations per tile: `8 NT`, or `XC` in the
-/// narrow-slot kernels (`XC` < 8, `NT` = 1, `moe4_exp = "c2"` builds).
-const fn group_width(nt: usize, xc: usize) -> u32 {
-    (nt * xc) as u32
-}
-
-/// Whether this lane's column (`g`, of 8 per tile) has activations in a
-/// slot of `XC` columns per tile (every lane's, `XC` = 8; in the
-/// narrow-slot kernels the first `4 XC` lanes' only).
-#[inline(always)]
-fn lane_has_x<const XC: usize>() -> bool {
-    XC == 8 || tid() % 32 < 4 * XC as u32
-}
-
-/// Where this lane reads half `h` of column tile `j`'s activations in a
-/// slot, from its own pieces (slot + 16 lane): column `g`'s 32 bytes at
-/// [`slot_x`]` + 16 lane` and `64 XC` on, tile `j` at `128 XC j`. The
-/// narrow-slot kernels' lanes of columns `XC`.. (which copy nothing) read
-/// their own codes pieces instead: whatever those give in their `mma`
-/// output columns is never stored (a column of an `mma` depends on its
-/// own B column only).
-#[inline(always)]
-fn x_read_at<const MT: usize, const XC: usize>(j: usize, h: usize) -> u32 {
-    if lane_has_x::<XC>() {
-        slot_x(MT) + (128 * XC * j + 64 * XC * h) as u32
-    } else {
-        512 * h as u32
-    }
-}
-
 /// One chunk of this lane's accumulators: `[row tile][column tile][4]`.
 type Acc<const NT: usize, const MT: usize> = [[[f32; 4]; NT]; MT];
 
@@ -175,14 +144,7 @@ type Acc<const NT: usize, const MT: usize> = [[[f32; 4]; NT]; MT];
 /// pairs in those only: the others are all zeros, their outputs never
 /// stored).
 #[inline(always)]
-unsafe fn compute<
-    const BF16: bool,
-    const NT: usize,
-    const MT: usize,
-    const LD: bool,
-    const USED: usize,
-    const XC: usize,
->(
+unsafe fn compute<const BF16: bool, const NT: usize, const MT: usize, const LD: bool, const USED: usize>(
     acc: &mut Acc<NT, MT>,
     src: u32,
     src_s: u32,
@@ -200,7 +162,7 @@ unsafe fn compute<
         let mut x = 0;
         unroll!(MT, |i| x ^= s[i] ^ a[i][0] ^ a[i][1] ^ a[i][2] ^ a[i][3]);
         unroll!(2, |h| unroll!(NT, |j| {
-            let b = lds_v4(src + x_read_at::<MT, XC>(j, h));
+            let b = lds_v4(src + slot_x(MT) + 1024 * j as u32 + 512 * h as u32);
             x ^= b[0] ^ b[1] ^ b[2] ^ b[3];
         }));
         acc[0][0][0] += f32::from_bits(x & 0x3FFF_FFFF);
@@ -212,7 +174,7 @@ unsafe fn compute<
         // Activation words of steps 2h, 2h+1 for every column tile.
         let mut b = [[0u32; 4]; NT];
         unroll!(NT, |j| if j < USED {
-            b[j] = lds_v4(src + x_read_at::<MT, XC>(j, h))
+            b[j] = lds_v4(src + slot_x(MT) + 1024 * j as u32 + 512 * h as u32)
         });
         unroll!(2, |sh| {
             let step = 2 * h + sh;
@@ -354,18 +316,15 @@ unsafe fn table<const RT: bool>(global: u64, rt: u32) -> u32 {
 }
 
 #[inline(always)]
-unsafe fn load_rec<const NT: usize, const RT: bool, const XC: usize>(p: &FcParams, plan: &Plan, task: u32) -> Rec<NT> {
+unsafe fn load_rec<const NT: usize, const RT: bool>(p: &FcParams, plan: &Plan, task: u32) -> Rec<NT> {
     let mut r = Rec { e: 0, pairs: [u32::MAX; NT] };
     if task < plan.tasks {
         let gi = plan.group(task);
         let g = (tid() % 32) / 4;
         r.e = table::<RT>(p.groups + 16 * gi as u64, FC_RT_GROUPS + 16 * gi);
         unroll!(NT, |j| {
-            // (Narrow slots: the lanes of columns XC.. have none.)
-            if lane_has_x::<XC>() {
-                let col = gi * XC as u32 * NT as u32 + XC as u32 * j as u32 + g;
-                r.pairs[j] = table::<RT>(p.group_rows + 4 * col as u64, FC_RT_ROWS + 4 * col);
-            }
+            let col = gi * 8 * NT as u32 + 8 * j as u32 + g;
+            r.pairs[j] = table::<RT>(p.group_rows + 4 * col as u64, FC_RT_ROWS + 4 * col);
         });
     }
     r
@@ -383,11 +342,7 @@ struct Epi<const NT: usize> {
 }
 
 #[inline(always)]
-unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool, const XC: usize>(
-    p: &FcParams,
-    plan: &Plan,
-    task: u32,
-) -> Epi<NT> {
+unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool>(p: &FcParams, plan: &Plan, task: u32) -> Epi<NT> {
     let mut x = Epi { e: 0, n_grp: 0, pair: [[u32::MAX; 2]; NT], w: [[0.0; 2]; NT] };
     if task >= plan.tasks {
         return x;
@@ -399,13 +354,10 @@ unsafe fn load_epi<const FC1: bool, const NT: usize, const RT: bool, const XC: u
     if !FC1 {
         let t = tid() % 4;
         unroll!(NT, |j| unroll!(2, |u| {
-            // (Narrow slots: the group's columns are the tile's first XC.)
-            if XC == 8 || 2 * t + (u as u32) < XC as u32 {
-                let i = gi * XC as u32 * NT as u32 + XC as u32 * j as u32 + 2 * t + u as u32;
-                let at = 4 * i as u64;
-                x.pair[j][u] = table::<RT>(p.group_rows + at, FC_RT_ROWS + 4 * i);
-                x.w[j][u] = f32::from_bits(table::<RT>(p.group_w + at, FC_RT_WEIGHTS + 4 * i));
-            }
+            let i = gi * 8 * NT as u32 + 8 * j as u32 + 2 * t + u as u32;
+            let at = 4 * i as u64;
+            x.pair[j][u] = table::<RT>(p.group_rows + at, FC_RT_ROWS + 4 * i);
+            x.w[j][u] = f32::from_bits(table::<RT>(p.group_w + at, FC_RT_WEIGHTS + 4 * i));
         }));
     }
     x
@@ -507,7 +459,7 @@ unsafe fn wait_ready<const RT: bool>(p: &FcParams, ready: u64, gi: u32) -> u32 {
 /// source addresses of chunk 0 of the current task (a chunk's address is
 /// then one wide multiply-add).
 #[derive(Clone, Copy)]
-struct Producer<const NT: usize, const MT: usize, const RT: bool, const XC: usize> {
+struct Producer<const NT: usize, const MT: usize, const RT: bool> {
     task: u32,
     /// The next chunk of `task` to copy, and how many are left. (The
     /// `moe4_exp = "w6"` build keeps no count: a task ends when `c` passes
@@ -528,11 +480,11 @@ struct Producer<const NT: usize, const MT: usize, const RT: bool, const XC: usiz
     next: Rec<NT>,
 }
 
-impl<const NT: usize, const MT: usize, const RT: bool, const XC: usize> Producer<NT, MT, RT, XC> {
+impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     #[inline(always)]
     unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
-        let rec = load_rec::<NT, RT, XC>(p, plan, task);
-        let next = load_rec::<NT, RT, XC>(p, plan, task.saturating_add(tstep));
+        let rec = load_rec::<NT, RT>(p, plan, task);
+        let next = load_rec::<NT, RT>(p, plan, task.saturating_add(tstep));
         #[cfg(not(moe4_exp = "w6"))]
         let mut x =
             Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
@@ -583,7 +535,7 @@ impl<const NT: usize, const MT: usize, const RT: bool, const XC: usize> Producer
             } else if FC1 {
                 plan.token(rec.pairs[j], p.topk)
             } else {
-                gi * XC as u32 * NT as u32 + XC as u32 * j as u32 + g
+                gi * 8 * NT as u32 + 8 * j as u32 + g
             };
             self.b[j] = p.input + 2 * (row as u64 * p.k as u64 + 16 * t as u64);
             self.skip[j] = empty as u32;
@@ -629,7 +581,7 @@ impl<const NT: usize, const MT: usize, const RT: bool, const XC: usize> Producer
         if done {
             self.task = self.task.saturating_add(self.tstep);
             let rec = self.next;
-            self.next = load_rec::<NT, RT, XC>(p, plan, self.task.saturating_add(self.tstep));
+            self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
             self.point::<FC1>(p, plan, &rec);
         }
     }
@@ -661,12 +613,9 @@ impl<const NT: usize, const MT: usize, const RT: bool, const XC: usize> Producer
             // code measured (run 60).
             let c = self.c as u64;
             unroll!(NT, |j| {
-                let (at, b) = (dst + slot_x(MT) + 1024 * j as u32 * XC as u32 / 8, self.b[j] + c * (2 * KCHUNK) as u64);
-                // (Narrow slots: only the lanes of the first XC columns.)
-                if lane_has_x::<XC>() {
-                    cp_async16_ca_or_zero(at, b, self.skip[j]);
-                    cp_async16_ca_or_zero(at + (64 * XC) as u32, b + 16, self.skip[j]);
-                }
+                let (at, b) = (dst + slot_x(MT) + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
+                cp_async16_ca_or_zero(at, b, self.skip[j]);
+                cp_async16_ca_or_zero(at + 512, b + 16, self.skip[j]);
             });
             self.c += self.cstep;
             #[cfg(not(moe4_exp = "w6"))]
@@ -679,7 +628,7 @@ impl<const NT: usize, const MT: usize, const RT: bool, const XC: usize> Producer
             if done {
                 self.task = self.task.saturating_add(self.tstep);
                 let rec = self.next;
-                self.next = load_rec::<NT, RT, XC>(p, plan, self.task.saturating_add(self.tstep));
+                self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
                 self.point::<FC1>(p, plan, &rec);
                 if G::ON && !FC1 && self.valid(plan) && g.get() != GATE_ALL {
                     g.set(plan.group(self.task));
@@ -693,13 +642,11 @@ impl<const NT: usize, const MT: usize, const RT: bool, const XC: usize> Producer
 /// Copies a chunk's activations (`x`: [`Producer::x_src`]) into the slot
 /// at `dst` (slot + 16 lane).
 #[inline(always)]
-unsafe fn copy_x<const NT: usize, const MT: usize, const XC: usize>(dst: u32, x: [(u64, u32); NT]) {
+unsafe fn copy_x<const NT: usize, const MT: usize>(dst: u32, x: [(u64, u32); NT]) {
     unroll!(NT, |j| {
-        let at = dst + slot_x(MT) + (128 * XC * j) as u32;
-        if lane_has_x::<XC>() {
-            cp_async16_ca_or_zero(at, x[j].0, x[j].1);
-            cp_async16_ca_or_zero(at + (64 * XC) as u32, x[j].0 + 16, x[j].1);
-        }
+        let at = dst + slot_x(MT) + 1024 * j as u32;
+        cp_async16_ca_or_zero(at, x[j].0, x[j].1);
+        cp_async16_ca_or_zero(at + 512, x[j].0 + 16, x[j].1);
     });
 }
 
@@ -719,7 +666,7 @@ pub(super) unsafe fn global_scales<const FC1: bool>(p: &FcParams, e: u32) -> (f3
 
 /// The epilogue of a finished task.
 #[inline(always)]
-unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize, const XC: usize, G: GroupWait>(
+unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: usize, G: GroupWait>(
     p: &FcParams,
     g: &G,
     plan: &Plan,
@@ -733,7 +680,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
     if FC1 {
         let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
         let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
-        store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, gi * XC as u32 * NT as u32, epi.n_grp);
+        store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
         if G::ON {
             // The task's h rows are out: count them in the group's counter
             // (`bar.warp.sync` orders every lane's stores before lane 0's
@@ -778,16 +725,12 @@ unsafe fn fc<
     const S: u32,
     const LD: bool,
     const RT: bool,
-    const XC: usize,
     G: GroupWait,
 >(
     p: &FcParams,
     g: G,
 ) {
     const { assert!(MT == 2 || MT == 4) };
-    // Narrow slots: one column tile of 32-row tasks, and not the
-    // loads-only variant.
-    const { assert!(XC == 8 || (XC > 0 && XC < 8 && NT == 1 && MT == 2 && !LD)) };
     trace::entry(kind::<FC1>());
     // FC1 reads the routing first thing; FC2 reads the routing (complete:
     // FC1 let FC2 launch only after its own wait) and copies its first
@@ -799,7 +742,7 @@ unsafe fn fc<
     // The `_rt` kernels route the pairs themselves (FC2 before its wait:
     // it reads only the ids and routing weights, inputs of the layer).
     if RT {
-        route_in_block(p, FC1 && bid() == 0, group_width(NT, XC));
+        route_in_block(p, FC1 && bid() == 0);
     }
     let warp = tid() / 32;
     let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
@@ -846,16 +789,16 @@ unsafe fn fc<
     let first_is_split = true;
     if FC1 {
         if split.whole > 0 {
-            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, XC, false, G>(p, g, &whole, first1, warp, 0, 1, step1, true);
+            phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &whole, first1, warp, 0, 1, step1, true);
         }
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, XC, false, G>(p, g, &plan, first2, q, kp, ks, step2, first_is_split);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2, first_is_split);
     } else if split.whole > 0 {
         // FC2 waits for FC1 in its first phase (`PRE`), after copying the
         // weights of its first chunks.
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, XC, true, G>(p, g, &whole, first1, warp, 0, 1, step1, true);
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, XC, false, G>(p, g, &plan, first2, q, kp, ks, step2, false);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &whole, first1, warp, 0, 1, step1, true);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, false, G>(p, g, &plan, first2, q, kp, ks, step2, false);
     } else {
-        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, XC, true, G>(p, g, &plan, first2, q, kp, ks, step2, true);
+        phase::<FC1, BF16, NT, MT, WB, S, LD, RT, true, G>(p, g, &plan, first2, q, kp, ks, step2, true);
     }
     trace::exit(kind::<FC1>());
 }
@@ -879,7 +822,6 @@ unsafe fn phase<
     const S: u32,
     const LD: bool,
     const RT: bool,
-    const XC: usize,
     const PRE: bool,
     G: GroupWait,
 >(
@@ -893,7 +835,7 @@ unsafe fn phase<
     tstep: u32,
     traced: bool,
 ) {
-    const { assert!(S >= 2 && S <= 6) };
+    const { assert!(S >= 2 && S <= 4) };
     let plan = *plan;
     // Again here: the caller's hint does not always carry through (without
     // it the 8-warp FC2 kernels spill).
@@ -902,13 +844,13 @@ unsafe fn phase<
     #[cfg(moe4_exp = "w6")]
     let ks = if WB == 6 { ks } else { 1u32 << (ks.trailing_zeros() & 3) };
     let (warp, lane) = (tid() / 32, tid() % 32);
-    let slot_bytes = fc_slot_bytes(NT as u32, MT as u32, XC as u32);
+    let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
     // The `_rt` kernels' routing tables come first.
     let base = smem() + if RT { FC_ROUTE_BYTES } else { 0 };
     let red = base + WB * S * slot_bytes;
     let ring = base + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
-    let mut pf = Producer::<NT, MT, RT, XC>::start::<FC1>(p, &plan, first, kp, ks, tstep);
+    let mut pf = Producer::<NT, MT, RT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
     if G::ON && !FC1 && pf.valid(&plan) {
         g.set(plan.group(pf.task));
     }
@@ -918,17 +860,17 @@ unsafe fn phase<
         // after it. Those weight copies join copy group 0 (the first
         // chunk's), so each chunk's data is complete when its group is, as
         // in the plain prologue. (`unroll!` type-checks indices up to 7:
-        // `d.min(4)` is `d` here.) The `_dp` FC2 waits for each chunk's
+        // `d.min(2)` is `d` here.) The `_dp` FC2 waits for each chunk's
         // column group (FC1 done with it) instead of for all of FC1.
-        let mut xs = [[(0u64, 1u32); NT]; 5];
-        let mut ok = [false; 5];
-        let mut gis = [GATE_NONE; 5];
+        let mut xs = [[(0u64, 1u32); NT]; 3];
+        let mut ok = [false; 3];
+        let mut gis = [GATE_NONE; 3];
         unroll!((S - 1) as usize, |d| {
             if pf.valid(&plan) {
-                ok[d.min(4)] = true;
-                xs[d.min(4)] = pf.x_src();
+                ok[d.min(2)] = true;
+                xs[d.min(2)] = pf.x_src();
                 if G::ON {
-                    gis[d.min(4)] = plan.group(pf.task);
+                    gis[d.min(2)] = plan.group(pf.task);
                 }
                 pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
                 pf.advance::<FC1>(p, &plan);
@@ -941,15 +883,15 @@ unsafe fn phase<
         griddep_launch_dependents();
         let mut waited = GATE_NONE;
         unroll!((S - 1) as usize, |d| {
-            if ok[d.min(4)] {
-                let gi = gis[d.min(4)];
+            if ok[d.min(2)] {
+                let gi = gis[d.min(2)];
                 if G::ON && g.get() != GATE_ALL && gi != waited {
                     if wait_ready::<RT>(p, g.ready(), gi) == GATE_ALL {
                         g.set(GATE_ALL);
                     }
                     waited = gi;
                 }
-                copy_x::<NT, MT, XC>(dst + d as u32 * slot_bytes, xs[d.min(4)]);
+                copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
             }
             cp_async_commit();
         });
@@ -984,7 +926,7 @@ unsafe fn phase<
     // Block-uniform: the block has a task in this round.
     while task - q < plan.tasks {
         // Only a group's first warp runs the epilogue.
-        let epi = load_epi::<FC1, NT, RT, XC>(p, &plan, if kp == 0 { task } else { u32::MAX });
+        let epi = load_epi::<FC1, NT, RT>(p, &plan, if kp == 0 { task } else { u32::MAX });
         let mut acc = [[[0f32; 4]; NT]; MT];
         // Only the column tiles that hold pairs (the group's pair count, in
         // tiles of 8; warp-uniform) are read and multiplied: the chunk loop
@@ -1002,7 +944,7 @@ unsafe fn phase<
             let ring = (dst, dst_s, slot_bytes);
             macro_rules! run_chunks {
                 ($used:tt) => {
-                    chunks::<FC1, BF16, NT, MT, S, LD, RT, XC, $used, G>(
+                    chunks::<FC1, BF16, NT, MT, S, LD, RT, $used, G>(
                         p,
                         &plan,
                         &mut pf,
@@ -1026,7 +968,7 @@ unsafe fn phase<
         }
         if ks == 1 {
             if task < plan.tasks {
-                finish::<FC1, BF16, NT, MT, XC, G>(p, &g, &plan, &acc, task, &epi);
+                finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
             }
         } else {
             // This warp's partial tile into the reduction area (`kp > 0`),
@@ -1059,7 +1001,7 @@ unsafe fn phase<
                 sync();
                 if kp == 0 && task < plan.tasks {
                     add_partials!();
-                    finish::<FC1, BF16, NT, MT, XC, G>(p, &g, &plan, &acc, task, &epi);
+                    finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
                 }
                 sync();
             }
@@ -1097,7 +1039,7 @@ unsafe fn phase<
                         bar_arrive(empty, threads);
                     }
                     if task < plan.tasks {
-                        finish::<FC1, BF16, NT, MT, XC, G>(p, &g, &plan, &acc, task, &epi);
+                        finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
                     }
                 }
             }
@@ -1119,13 +1061,12 @@ unsafe fn chunks<
     const S: u32,
     const LD: bool,
     const RT: bool,
-    const XC: usize,
     const USED: usize,
     G: GroupWait,
 >(
     p: &FcParams,
     plan: &Plan,
-    pf: &mut Producer<NT, MT, RT, XC>,
+    pf: &mut Producer<NT, MT, RT>,
     acc: &mut Acc<NT, MT>,
     (dst, dst_s, slot_bytes): (u32, u32, u32),
     (rd, wr): (&mut u32, &mut u32),
@@ -1136,7 +1077,7 @@ unsafe fn chunks<
     while i < n_my {
         cp_async_wait_dyn(S - 2);
         pf.refill::<FC1, G>(p, plan, dst + *wr * slot_bytes, dst_s + *wr * slot_bytes, g);
-        compute::<BF16, NT, MT, LD, USED, XC>(acc, dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
+        compute::<BF16, NT, MT, LD, USED>(acc, dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
         *wr = *rd;
         *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
         i += 1;
@@ -1168,7 +1109,7 @@ unsafe fn fc2_sliced<
 ) {
     const { assert!(S >= 2 && S <= 4) };
     if RT {
-        route_in_block(p, false, 8);
+        route_in_block(p, false);
     }
     let (warp, lane) = (tid() / 32, tid() % 32);
     let groups = table::<RT>(p.n_active + 4, FC_RT_COUNTS + 4);
@@ -1181,11 +1122,11 @@ unsafe fn fc2_sliced<
         return;
     }
     let (first, kp, tstep) = (gw / n, gw % n, used / n);
-    let slot_bytes = fc_slot_bytes(NT as u32, MT as u32, 8);
+    let slot_bytes = fc_slot_bytes(NT as u32, MT as u32);
     let base = smem() + if RT { FC_ROUTE_BYTES } else { 0 };
     let ring = base + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
-    let mut pf = Producer::<NT, MT, RT, 8>::start::<false>(p, &plan, first, kp, n, tstep);
+    let mut pf = Producer::<NT, MT, RT>::start::<false>(p, &plan, first, kp, n, tstep);
     // The weights of the first S - 1 chunks before the wait for FC1, their
     // h after it (as `phase::<PRE>`).
     let mut xs = [[(0u64, 1u32); NT]; 3];
@@ -1202,7 +1143,7 @@ unsafe fn fc2_sliced<
     griddep_launch_dependents();
     unroll!((S - 1) as usize, |d| {
         if ok[d.min(2)] {
-            copy_x::<NT, MT, 8>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
+            copy_x::<NT, MT>(dst + d as u32 * slot_bytes, xs[d.min(2)]);
         }
         cp_async_commit();
     });
@@ -1210,10 +1151,10 @@ unsafe fn fc2_sliced<
     let n_my = (plan.nchunks - kp).div_ceil(n);
     let mut task = first;
     while task < plan.tasks {
-        let mut epi = load_epi::<false, NT, RT, 8>(p, &plan, task);
+        let mut epi = load_epi::<false, NT, RT>(p, &plan, task);
         let mut acc = [[[0f32; 4]; NT]; MT];
         let ring = (dst, dst_s, slot_bytes);
-        chunks::<false, BF16, NT, MT, S, false, RT, 8, NT, NoGate>(
+        chunks::<false, BF16, NT, MT, S, false, RT, NT, NoGate>(
             p,
             &plan,
             &mut pf,
@@ -1227,7 +1168,7 @@ unsafe fn fc2_sliced<
         unroll!(NT, |j| unroll!(2, |u| if epi.pair[j][u] != u32::MAX {
             epi.pair[j][u] = epi.pair[j][u] * n + kp
         }));
-        finish::<false, BF16, NT, MT, 8, NoGate>(p, &NoGate, &plan, &acc, task, &epi);
+        finish::<false, BF16, NT, MT, NoGate>(p, &NoGate, &plan, &acc, task, &epi);
         task += tstep;
     }
 }
@@ -1484,7 +1425,7 @@ macro_rules! fc_kernels {
         /// `FC_ROUTE_BYTES` for the `_rt` kernels) of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld, $rt, 8, NoGate>(&p, NoGate)
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, $ld, $rt, NoGate>(&p, NoGate)
         }
     )*};
 }
@@ -1506,7 +1447,7 @@ macro_rules! fc_dp_kernels {
         /// call alike.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: crate::params::FcDpParams) {
-            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, false, $rt, 8, DpGate>(&p.fc, DpGate { ready: p.ready, gate: GATE_NONE })
+            fc::<$fc1, $bf16, $nt, $mt, $wb, $s, false, $rt, DpGate>(&p.fc, DpGate { ready: p.ready, gate: GATE_NONE })
         }
     )*};
 }
@@ -1590,57 +1531,6 @@ fc_kernels! {
     moe_fc2_f16_nt1_w8_rt: false, false, 1, 2, 8, 3, false, true;
     moe_fc1_bf16_nt1_ld_rt: true, true, 1, 2, 4, 4, true, true;
     moe_fc2_bf16_nt1_ld_rt: false, true, 1, 2, 4, 4, true, true;
-}
-
-// Narrow-slot FC kernel instances `(FC1?, bf16?, warps per block, routes
-// the pairs itself?)` (`moe4_exp = "c2"`): one column tile, 32-row tasks,
-// column groups of `FC_NARROW_COLS` pairs (the routing run with `group =
-// FC_NARROW_COLS`), slots holding that many columns' activations (1408
-// bytes instead of 2176), so the same shared memory holds deeper rings
-// (`launch::fc_stages`: 6 slots with 4 warps, 5 with 8, instead of 4 and
-// 3; chunks in flight per warp 5 and 4 instead of 3 and 2). For small
-// batches, where most groups hold one or two pairs (run 113: 19-31 % of the
-// small batches' FC1 samples waited on a chunk).
-#[cfg(moe4_exp = "c2")]
-macro_rules! fc_narrow_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal, $wb:literal, $rt:literal;)*) => {$(
-        /// Narrow-slot FC kernel instance `(FC1?, bf16?, warps per block,
-        /// routes the pairs itself?)`: column groups of
-        /// [`crate::launch::FC_NARROW_COLS`] pairs, one column tile.
-        ///
-        /// # Safety
-        /// As the `moe_fc*_nt1` kernels of the same warps, routed with
-        /// `group = FC_NARROW_COLS`; `fc_smem_bytes(1, WB, fc_stages(1, WB,
-        /// FC_NARROW_COLS), 2, FC_NARROW_COLS)` (plus `FC_ROUTE_BYTES` for
-        /// the `_rt` kernels) of dynamic shared memory.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            use crate::launch::{fc_stages, FC_NARROW_COLS};
-            fc::<$fc1, $bf16, 1, 2, $wb, { fc_stages(1, $wb, FC_NARROW_COLS) }, false, $rt, { FC_NARROW_COLS as usize }, NoGate>(
-                &p, NoGate,
-            )
-        }
-    )*};
-}
-
-#[cfg(moe4_exp = "c2")]
-fc_narrow_kernels! {
-    moe_fc1_bf16_nt1_c2: true, true, 4, false;
-    moe_fc1_f16_nt1_c2: true, false, 4, false;
-    moe_fc2_bf16_nt1_c2: false, true, 4, false;
-    moe_fc2_f16_nt1_c2: false, false, 4, false;
-    moe_fc1_bf16_nt1_w8_c2: true, true, 8, false;
-    moe_fc1_f16_nt1_w8_c2: true, false, 8, false;
-    moe_fc2_bf16_nt1_w8_c2: false, true, 8, false;
-    moe_fc2_f16_nt1_w8_c2: false, false, 8, false;
-    moe_fc1_bf16_nt1_c2_rt: true, true, 4, true;
-    moe_fc1_f16_nt1_c2_rt: true, false, 4, true;
-    moe_fc2_bf16_nt1_c2_rt: false, true, 4, true;
-    moe_fc2_f16_nt1_c2_rt: false, false, 4, true;
-    moe_fc1_bf16_nt1_w8_c2_rt: true, true, 8, true;
-    moe_fc1_f16_nt1_w8_c2_rt: true, false, 8, true;
-    moe_fc2_bf16_nt1_w8_c2_rt: false, true, 8, true;
-    moe_fc2_f16_nt1_w8_c2_rt: false, false, 8, true;
 }
 
 // Sliced FC2 kernel instances `(bf16?, routes the pairs itself?)`

@@ -38,7 +38,7 @@
 use super::arch::*;
 use super::trace;
 use crate::groups;
-use crate::launch::{FC_RT_COUNTS, FC_RT_FLAGS, FC_RT_GROUPS, FC_RT_IDS, FC_RT_ROWS, FC_RT_WEIGHTS};
+use crate::launch::{FC_ROUTE_GROUP, FC_RT_COUNTS, FC_RT_FLAGS, FC_RT_GROUPS, FC_RT_IDS, FC_RT_ROWS, FC_RT_WEIGHTS};
 use crate::params::{FcParams, RouteParams};
 use crate::trace::TraceKernel;
 
@@ -392,8 +392,7 @@ impl<const SHARED: bool> GroupTables<SHARED> {
 /// [`FcParams::route_pairs`] pairs, at most
 /// [`crate::launch::FC_ROUTE_MAX_PAIRS`], at most
 /// the block's threads): the tables of [`moe_route`] for column groups of
-/// `group` pairs (at most [`crate::launch::FC_ROUTE_GROUP`]: 8, or the narrow-slot
-/// kernels' [`crate::launch::FC_NARROW_COLS`]), built by every block in its own shared memory
+/// [`FC_ROUTE_GROUP`] pairs, built by every block in its own shared memory
 /// (the `FC_RT_*` offsets from `smem()`), with no atomics: pair `i`
 /// (thread `i`) counts, over all pairs, those of a lower expert, those of
 /// its expert before it (its rank) and all of its expert; then, over the
@@ -406,8 +405,9 @@ impl<const SHARED: bool> GroupTables<SHARED> {
 /// duplicates them into the `t < n` branches): every thread of the block
 /// calls it.
 #[inline(always)]
-pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool, group: u32) {
+pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     const NONE: u32 = u32::MAX;
+    const G: u32 = FC_ROUTE_GROUP;
     let (t, n, base) = (tid(), p.route_pairs, smem());
     let (ids, flags) = (base + FC_RT_IDS, base + FC_RT_FLAGS);
     // The scans below read four entries per shared load: the entries from
@@ -449,7 +449,7 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool, group: u3
     }
     if t < n4 {
         // Bit 0: opens a column group; bit 1: opens its expert.
-        let f = if mine { (rank % group == 0) as u32 | ((rank == 0) as u32) << 1 } else { 0 };
+        let f = if mine { (rank % G == 0) as u32 | ((rank == 0) as u32) << 1 } else { 0 };
         sts(flags + 4 * t, f);
     }
     sync_divergent();
@@ -466,7 +466,7 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool, group: u3
             groups: (base + FC_RT_GROUPS) as u64,
             rows: (base + FC_RT_ROWS) as u64,
             w: (base + FC_RT_WEIGHTS) as u64,
-            group,
+            group: G,
             narrow: 0,
             wide_total: 0,
         };
