@@ -205,8 +205,10 @@ impl Gpu {
         Ok(f)
     }
 
-    /// Blocks of `name` that fit on the whole GPU at once (a persistent grid).
-    pub(crate) fn resident_blocks(&self, name: &str, threads: u32, smem: u32) -> Result<u32> {
+    /// Blocks of `name` that fit on the whole GPU at once (a persistent grid),
+    /// with `threads` threads and `smem` bytes of dynamic shared memory each.
+    #[doc(hidden)]
+    pub fn resident_blocks(&self, name: &str, threads: u32, smem: u32) -> Result<u32> {
         let f = self.func(name)?;
         let mut occ = f.occupancy.lock().expect("occupancy cache");
         if let Some(&n) = occ.get(&(threads, smem)) {

@@ -40,6 +40,7 @@ use moe4::nvfp4::W13Order;
 use moe4::quant::quantize_nvfp4;
 use moe4::reference::{moe_layer, Activation};
 use moe4::{gpu_available, GemmArgs, Gpu, MoeWeights, Workspace, W4A4};
+use moe4_kernels::launch::{fc_smem_bytes, fc_stages, FC_ROUTE_BYTES, FC_WARPS, FC_WARPS_WIDE};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -96,6 +97,19 @@ fn compare_ptx(args: &[String]) -> Res {
     let b = Gpu::with_ptx(a.context().clone(), a.arch(), ptx)?;
     let stream = a.context().default_stream();
     println!("{} ({}): the loaded build against {path}", a.name(), a.arch().name());
+    // Blocks per SM of the one-column-tile decode kernels in each build
+    // (what the grids, hence the K splits, come from).
+    for (name, warps, routing) in [
+        ("moe_fc1_bf16_nt1", FC_WARPS, 0),
+        ("moe_fc2_bf16_nt1", FC_WARPS, 0),
+        ("moe_fc1_bf16_nt1_rt", FC_WARPS, FC_ROUTE_BYTES),
+        ("moe_fc1_bf16_nt1_w8", FC_WARPS_WIDE, 0),
+        ("moe_fc2_bf16_nt1_w8_rt", FC_WARPS_WIDE, FC_ROUTE_BYTES),
+    ] {
+        let smem = fc_smem_bytes(1, warps, fc_stages(1, warps), 2) + routing;
+        let per_sm = |g: &Gpu| g.resident_blocks(name, 32 * warps, smem).map(|n| n / g.sm_count());
+        println!("  {name}: {} / {} blocks per SM", per_sm(&a)?, per_sm(&b)?);
+    }
     let mut rng = Rng(7);
     let mut differing = 0usize;
     // (experts, hidden, intermediate, top-k): a many-expert and a few-expert layer.
@@ -118,7 +132,18 @@ fn compare_ptx(args: &[String]) -> Res {
                 ids[topk] = e as i32 + 5;
             }
             let tw: Vec<f32> = (0..m * topk).map(|_| rng.uniform()).collect();
-            for tuning in ["", "fc_route_pairs=0", "fc_route_pairs=64,nt=1", "wide=false", "wide=true"] {
+            // (Each build sizes its grids from its kernels' occupancy; the
+            // K split, and so the order of the partial sums, follows the
+            // grid. The last two settings give both builds one grid.)
+            for tuning in [
+                "",
+                "fc_route_pairs=0",
+                "fc_route_pairs=64,nt=1",
+                "wide=false",
+                "wide=true",
+                "wide=false,fc_blocks=264",
+                "wide=true,fc_blocks=132",
+            ] {
                 *wsa.tuning_mut() = moe4::Tuning::defaults(&a).with(tuning)?;
                 *wsb.tuning_mut() = moe4::Tuning::defaults(&b).with(tuning)?;
                 for half in [false, true] {

@@ -1020,15 +1020,36 @@ unsafe fn phase<
             // block barriers.)
             #[cfg(moe4_exp = "nbar")]
             {
-                let (full, empty, threads) = (1 + 2 * q, 2 + 2 * q, 32 * ks);
+                let threads = 32 * ks;
+                // Group q's barriers: `full` 1 + 2q, `empty` 2 + 2q, as
+                // immediates (at most WB / 2 groups: ids up to 4 with 4
+                // warps, 8 with 8), so that ptxas reserves only those.
+                macro_rules! group_bar {
+                    ($f:ident, $empty:literal) => {
+                        if WB <= 4 {
+                            if q & 1 == 0 {
+                                $f::<{ 1 + $empty }>(threads)
+                            } else {
+                                $f::<{ 3 + $empty }>(threads)
+                            }
+                        } else {
+                            match q & 3 {
+                                0 => $f::<{ 1 + $empty }>(threads),
+                                1 => $f::<{ 3 + $empty }>(threads),
+                                2 => $f::<{ 5 + $empty }>(threads),
+                                _ => $f::<{ 7 + $empty }>(threads),
+                            }
+                        }
+                    };
+                }
                 if kp != 0 {
                     if task != first {
-                        bar_wait(empty, threads);
+                        group_bar!(bar_wait, 1);
                     }
                     store_partial!();
-                    bar_arrive(full, threads);
+                    group_bar!(bar_arrive, 0);
                 } else {
-                    bar_wait(full, threads);
+                    group_bar!(bar_wait, 0);
                     if task < plan.tasks {
                         add_partials!();
                     }
@@ -1036,7 +1057,7 @@ unsafe fn phase<
                     // stored (an arrival only where there is a next round,
                     // which the others' wait matches).
                     if task.saturating_add(tstep) - q < plan.tasks {
-                        bar_arrive(empty, threads);
+                        group_bar!(bar_arrive, 1);
                     }
                     if task < plan.tasks {
                         finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
