@@ -25,7 +25,9 @@
 # (`nbar`; 114), 29 (`nbar` in `_rt` only; 115, a bit-for-bit test failed).
 # Twelfth session: PART=30 (the narrow-slot decode kernels, `c2`),
 # PART=31 (`nbar` against the own build, bit for bit; runs 116-117),
-# PART=32 (`nbar` with immediate barrier ids).
+# PART=32 (`nbar` with immediate barrier ids; run 118: equal bits, no
+# gain). Next: PART=33 (the decode grid at small batches), PART=3 on an
+# H200 (its last tables are run 109's).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -525,6 +527,22 @@ elif [ "$PART" = 32 ]; then
   run memcheck-nbar2 60 $B "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run racecheck-nbar2 90 $B "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run test-limits-nbar2 60 $B /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 33 ]; then
+  # Issue 3: the grid at small batches. Run 114's register-id `nbar` build
+  # was 3-7 % faster at Qwen3 M = 1-2 and run 118 (the same code with
+  # immediate ids: same blocks per SM, same bits) was not, so the gain was
+  # the grid. `fc_blocks` 528 / 660 (4 / 5 blocks per SM of 132; clamped to
+  # what is resident, so the 8-warp kernels keep 3) against the default,
+  # alternating rounds in one build. Predicted: Qwen3 M = 1-2 -3 to -7 %
+  # with 528, the larger layers slower (fewer bytes in flight).
+  run info-own 90 /tmp/b1/moe4 info
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8
+    run ab-g528-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=528
+    run ab-g660-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=660
+    run ab-w4-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning wide=false,fc_blocks=528
+  done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's
