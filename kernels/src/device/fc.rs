@@ -1011,13 +1011,14 @@ unsafe fn phase<
             // at `full` after its stores and goes on to its next task; warp
             // 0 waits there, sums in `kp` order, arrives at `empty` and
             // runs the epilogue; the others wait at `empty` only before
-            // their next stores. Run 114 (H100): Qwen3 M = 1 / 2 -2.8 /
-            // -6.6 %, elsewhere -0.1 to +0.9 %; every test and sanitizer
-            // passed. Run 115, with it in the `_rt` kernels only: the FC
-            // kernels' routing and the routing kernel differed in a few
-            // output bits (not understood; docs/perf-notes.md). Run 113:
-            // 18-30 % of the small batches' FC1 samples were on the two
-            // block barriers.)
+            // their next stores. Run 113: 18-30 % of the small batches'
+            // FC1 samples were on the two block barriers. Run 118 (H100,
+            // immediate ids): every output equal to the default build's on
+            // every grid, and no faster (-0.5 to +1.3 %). Run 114's gains
+            // (Qwen3 M = 1 / 2 -2.8 / -6.6 %) and run 115's differing bits
+            // came from the register ids of that build: ptxas reserved all
+            // 16 barriers, which changed the 4-warp kernels' grids and K
+            // splits; docs/perf-notes.md, twelfth session.)
             #[cfg(moe4_exp = "nbar")]
             {
                 let threads = 32 * ks;
