@@ -531,16 +531,18 @@ elif [ "$PART" = 33 ]; then
   # Issue 3: the grid at small batches. Run 114's register-id `nbar` build
   # was 3-7 % faster at Qwen3 M = 1-2 and run 118 (the same code with
   # immediate ids: same blocks per SM, same bits) was not, so the gain was
-  # the grid. `fc_blocks` 528 / 660 (4 / 5 blocks per SM of 132; clamped to
-  # what is resident, so the 8-warp kernels keep 3) against the default,
-  # alternating rounds in one build. Predicted: Qwen3 M = 1-2 -3 to -7 %
-  # with 528, the larger layers slower (fewer bytes in flight).
+  # the grid. `fc_blocks` 264 (2 blocks per SM of 132: the 8-warp kernels
+  # too) and 528 (4 per SM: the 4-warp kernels only; clamped to what is
+  # resident, so the 8-warp kernels keep 3) against the default, and the
+  # 4-warp kernels at 528, alternating rounds in one build. Predicted:
+  # Qwen3 M = 1-2 -3 to -7 % with one of them, the larger layers slower
+  # (fewer bytes in flight).
   run info-own 90 /tmp/b1/moe4 info
   DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3
   for r in 1 2 3; do
     run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8
     run ab-g528-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=528
-    run ab-g660-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=660
+    run ab-g264-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=264
     run ab-w4-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning wide=false,fc_blocks=528
   done
 elif [ "$PART" = 5 ]; then

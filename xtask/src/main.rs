@@ -302,10 +302,6 @@ const EXP_LAUNCH_BOUNDS: &[(&str, &str, u32, u32)] = &[
     // runs with 3 there.)
     ("trace", "moe_fc2_bf16_nt2$", 128, 4),
     ("trace", "moe_fc2_f16_nt2$", 128, 4),
-    // The `nbar` build: its bf16 4-warp FC2 at the default build's 6
-    // blocks per SM (the named barriers' code took it from 80 to 95
-    // registers, 5 blocks).
-    ("nbar", "moe_fc2_bf16_nt1$", 128, 6),
 ];
 
 /// Experimental builds whose kernels may use local memory (reported, not

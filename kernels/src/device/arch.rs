@@ -86,31 +86,6 @@ pub fn sync_divergent() {
     unsafe { asm!("barrier.sync 0;", options(nostack)) };
 }
 
-/// Named barrier `ID` (1-15; 0 is [`sync`]'s) for `threads` threads (a
-/// multiple of 32): wait until that many have arrived or waited at it.
-/// Non-`.aligned` (see [`sync_divergent`]). With [`bar_arrive`] on the same
-/// barrier, a producer/consumer hand-over: the arriving threads' earlier
-/// shared-memory writes are visible to the waiting ones after it. The id
-/// is an immediate: with a register id ptxas reserves all 16 barriers for
-/// the block, which the occupancy counts (run 117). (The `moe4_exp =
-/// "nbar"` build's.)
-#[cfg(moe4_exp = "nbar")]
-#[inline(always)]
-pub fn bar_wait<const ID: u32>(threads: u32) {
-    // SAFETY: a barrier among the warps that name it; no memory operand
-    // (and a compiler memory barrier).
-    unsafe { asm!("barrier.sync {i}, {n};", i = const ID, n = in(reg32) threads, options(nostack)) };
-}
-
-/// Arrival at named barrier `ID` for `threads` threads without waiting
-/// (the producer's side of [`bar_wait`]).
-#[cfg(moe4_exp = "nbar")]
-#[inline(always)]
-pub fn bar_arrive<const ID: u32>(threads: u32) {
-    // SAFETY: as in [`bar_wait`].
-    unsafe { asm!("barrier.arrive {i}, {n};", i = const ID, n = in(reg32) threads, options(nostack)) };
-}
-
 /// Shared-memory address of the dynamic shared buffer.
 #[inline(always)]
 pub fn smem() -> u32 {

@@ -972,99 +972,27 @@ unsafe fn phase<
             }
         } else {
             // This warp's partial tile into the reduction area (`kp > 0`),
-            // and warp 0's sum of the others' in `kp` order. (Macros, not
-            // closures: a closure taking the accumulators put them on the
-            // stack in the `_r64` NT = 4 kernels, 320 bytes.)
-            macro_rules! store_partial {
-                () => {
+            // and warp 0's sum of the others' in `kp` order. (An experiment
+            // handed the tiles over through named barriers of the group
+            // instead of the two block barriers: equal bits, no faster;
+            // run 118, commit 7fc36e2.)
+            if kp != 0 {
+                unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
+                    sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
+                })));
+            }
+            sync();
+            if kp == 0 && task < plan.tasks {
+                let mut w = 1;
+                while w < ks {
                     unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
-                        sts(at(kp, ((mt * NT + j) * 4 + c) as u32), acc[mt][j][c].to_bits())
-                    })))
-                };
-            }
-            macro_rules! add_partials {
-                () => {{
-                    let mut w = 1;
-                    while w < ks {
-                        unroll!(MT, |mt| unroll!(NT, |j| unroll!(4, |c| {
-                            acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
-                        })));
-                        w += 1;
-                    }
-                }};
-            }
-            #[cfg(not(moe4_exp = "nbar"))]
-            {
-                if kp != 0 {
-                    store_partial!();
+                        acc[mt][j][c] += f32::from_bits(lds(at(w, ((mt * NT + j) * 4 + c) as u32)))
+                    })));
+                    w += 1;
                 }
-                sync();
-                if kp == 0 && task < plan.tasks {
-                    add_partials!();
-                    finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
-                }
-                sync();
+                finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
             }
-            // (`nbar`, an experimental build: the group's warps hand their
-            // partial tiles to its warp 0 through two named barriers of the
-            // group instead of two block barriers: a warp `kp > 0` arrives
-            // at `full` after its stores and goes on to its next task; warp
-            // 0 waits there, sums in `kp` order, arrives at `empty` and
-            // runs the epilogue; the others wait at `empty` only before
-            // their next stores. Run 113: 18-30 % of the small batches'
-            // FC1 samples were on the two block barriers. Run 118 (H100,
-            // immediate ids): every output equal to the default build's on
-            // every grid, and no faster (-0.5 to +1.3 %). Run 114's gains
-            // (Qwen3 M = 1 / 2 -2.8 / -6.6 %) and run 115's differing bits
-            // came from the register ids of that build: ptxas reserved all
-            // 16 barriers, which changed the 4-warp kernels' grids and K
-            // splits; docs/perf-notes.md, twelfth session.)
-            #[cfg(moe4_exp = "nbar")]
-            {
-                let threads = 32 * ks;
-                // Group q's barriers: `full` 1 + 2q, `empty` 2 + 2q, as
-                // immediates (at most WB / 2 groups: ids up to 4 with 4
-                // warps, 8 with 8), so that ptxas reserves only those.
-                macro_rules! group_bar {
-                    ($f:ident, $empty:literal) => {
-                        if WB <= 4 {
-                            if q & 1 == 0 {
-                                $f::<{ 1 + $empty }>(threads)
-                            } else {
-                                $f::<{ 3 + $empty }>(threads)
-                            }
-                        } else {
-                            match q & 3 {
-                                0 => $f::<{ 1 + $empty }>(threads),
-                                1 => $f::<{ 3 + $empty }>(threads),
-                                2 => $f::<{ 5 + $empty }>(threads),
-                                _ => $f::<{ 7 + $empty }>(threads),
-                            }
-                        }
-                    };
-                }
-                if kp != 0 {
-                    if task != first {
-                        group_bar!(bar_wait, 1);
-                    }
-                    store_partial!();
-                    group_bar!(bar_arrive, 0);
-                } else {
-                    group_bar!(bar_wait, 0);
-                    if task < plan.tasks {
-                        add_partials!();
-                    }
-                    // The partial tiles are read: the next round's may be
-                    // stored (an arrival only where there is a next round,
-                    // which the others' wait matches).
-                    if task.saturating_add(tstep) - q < plan.tasks {
-                        group_bar!(bar_arrive, 1);
-                    }
-                    if task < plan.tasks {
-                        finish::<FC1, BF16, NT, MT, G>(p, &g, &plan, &acc, task, &epi);
-                    }
-                }
-            }
+            sync();
         }
         task = task.saturating_add(tstep);
     }
