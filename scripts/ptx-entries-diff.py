@@ -21,7 +21,8 @@ def entries(path):
 
 def normal(body):
     body = re.sub(r"//.*", "", body)
-    body = "\n".join(l for l in body.splitlines() if l.strip() and not l.strip().startswith(".reg"))
+    # (Trailing blanks too: a comment's padding follows its label's width.)
+    body = "\n".join(l.rstrip() for l in body.splitlines() if l.strip() and not l.strip().startswith(".reg"))
     names = {}
 
     def rename(m):
