@@ -26,7 +26,8 @@
 # Twelfth session: PART=30 (the narrow-slot decode kernels, `c2`),
 # PART=31 (`nbar` against the own build, bit for bit; runs 116-117),
 # PART=32 (`nbar` with immediate barrier ids; run 118: equal bits, no
-# gain). Next: PART=33 (the decode grid at small batches), PART=3 on an
+# gain). Thirteenth session: PART=34 (n64 tails of the n256 kernels),
+# PART=33 (the decode grid at small batches), PART=3 on an
 # H200 (its last tables are run 109's).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
@@ -544,6 +545,27 @@ elif [ "$PART" = 33 ]; then
     run ab-g528-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=528
     run ab-g264-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning fc_blocks=264
     run ab-w4-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8 --tuning wide=false,fc_blocks=528
+  done
+elif [ "$PART" = 34 ]; then
+  # Issue 5: the 128-row x 256-pair kernels' tails (an expert's last 1-128
+  # pairs) on one or two 64-pair tiles instead of one 128-pair tile
+  # (`_mix256`, groups::tail_max). The bundle's build against the one
+  # before it (.gpu/exp/old-bundle.tar.xz, its own PTX), alternating
+  # rounds; the new build's prefill tests and sanitizers first.
+  # Predicted (a 64-pair tile ~65 % of a 128-pair one, run 71; half of
+  # DeepSeek-V3's / GPT-OSS's experts and of Qwen3's have a tail of
+  # 1-60 pairs at M = 8192 under the bench's uniform routing): DeepSeek-V3
+  # and GPT-OSS -2 to -5 %, Qwen3 -1 to -3 %, Mixtral (rests spread over
+  # 0-255) within +-1 %.
+  mkdir -p /tmp/b0 && tar xJf "$C/exp/old-bundle.tar.xz" -C /tmp/b0 moe4
+  run info-own 90 /tmp/b1/moe4 info
+  run info-old 90 /tmp/b0/moe4 info
+  run test-prefill 150 /tmp/b1/test-prefill --test-threads=2
+  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  for r in 1 2 3; do
+    run ab-old-r$r 60 /tmp/b0/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
+    run ab-new-r$r 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

@@ -23,8 +23,8 @@ fn reference<T: Half>(
 /// The prefill kernel variants this GPU's build has: on sm_90a the `wgmma`
 /// kernels with 64 and 128 pairs per tile, 128 with the experts' last
 /// groups of at most 64 pairs on 64-pair tiles (the `_mix` kernels), the
-/// 128-row x 256-pair ones with and without 128-pair tails (`_mix256`,
-/// `_n256`), and the `mma.sync` ones; else the
+/// 128-row x 256-pair ones with and without 64-pair tails (one or two per
+/// expert: `_mix256`; `_n256`), and the `mma.sync` ones; else the
 /// `mma.sync` ones; y in 16 bits (the default) and in f32.
 fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     let base = Tuning::defaults(gpu);
@@ -43,10 +43,10 @@ fn variants(gpu: &moe4::Gpu) -> Vec<(&'static str, Tuning)> {
     if gpu.has_kernel("moe_pfw1_bf16_n256") {
         v.extend([
             ("wgmma n256", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: false, ..base }),
-            ("wgmma n256 + n128 tails", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: true, ..base }),
+            ("wgmma n256 + n64 tails", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: true, ..base }),
             ("wgmma n256 y f32", Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: false, y16: false, ..base }),
             (
-                "wgmma n256 + n128 tails y f32",
+                "wgmma n256 + n64 tails y f32",
                 Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: true, y16: false, ..base },
             ),
         ]);
@@ -136,9 +136,10 @@ fn decode_and_prefill_agree_and_skew_is_handled() {
 }
 
 /// Experts with exactly chosen pair counts, so every tile shape occurs:
-/// 1, 63, 64, 65, 128, 129, 192, 193, 255, 256, 257, 384 and 385 pairs
-/// (full and partial last groups of 64, 128 and 256 columns, groups of one
-/// pair, last groups of 128 and 129 after a 256-pair one), an expert
+/// 1, 63, 64, 65, 128, 129, 192, 193, 255, 256, 257, 321, 384 and 385
+/// pairs (full and partial last groups of 64, 128 and 256 columns, groups
+/// of one pair, rests of 1, 65, 128 and 129 after a 256-pair group: one or
+/// two 64-pair tails or none), an expert
 /// with none, and ids of -1 and out of range between them; every variant
 /// against the reference, each twice (the output is the same bit for bit).
 #[test]
@@ -146,7 +147,7 @@ fn prefill_every_tile_width() {
     let Some(gpu) = gpu("prefill_every_tile_width") else { return };
     let s = gpu.context().default_stream();
     let mut rng = Rng(88);
-    let counts = [1usize, 63, 64, 65, 128, 0, 129, 192, 193, 255, 256, 257, 384, 385];
+    let counts = [1usize, 63, 64, 65, 128, 0, 129, 192, 193, 255, 256, 257, 321, 384, 385];
     let (e, h, i, topk) = (counts.len(), 256, 192, 2);
     let layer = random_layer(&mut rng, e, h, i);
     let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();

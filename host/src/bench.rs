@@ -944,7 +944,7 @@ pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usi
             variants.len() - 1
         });
         // Pairs per tile (256: builds with the 128-row kernels, with their
-        // 128-pair tails as the default width's 64-pair ones).
+        // 64-pair tails as the default width's).
         let mut widths = if wgmma { vec![64, 128] } else { vec![] };
         if wgmma && gpu.has_kernel("moe_pfw1_bf16_n256") {
             widths.push(256);

@@ -28,8 +28,8 @@
 //! 64 or 128 pairs per tile, 128 from [`WIDE_PREFILL_PAIRS`] mean pairs per
 //! expert; with 128, an expert's last group of at most 64 pairs takes a
 //! 64-pair tile, [`Tuning::narrow_tail`]; 128 rows x 256 pairs from
-//! [`N256_PREFILL_PAIRS`], the last groups of at most 128 pairs on 128-pair
-//! tiles) and `moe_pf*` elsewhere
+//! [`N256_PREFILL_PAIRS`], an expert's last 1-128 pairs on one or two
+//! 64-pair tiles) and `moe_pf*` elsewhere
 //! (`mma.sync`, 128 x 64). All read the same copy of the weights.
 
 use crate::dtype::Half;
@@ -65,8 +65,8 @@ pub const PREFILL_CROSSOVER: f64 = 28.0;
 /// pairs are 37-38 % faster.
 pub const WIDE_PREFILL_PAIRS: f64 = 64.0;
 /// Mean pairs per active expert from which the `wgmma` prefill kernels
-/// take 128 weight rows x 256 pairs per tile (with each expert's last group
-/// of at most 128 pairs on a 128-pair tile). Measured on the H100 (run 87,
+/// take 128 weight rows x 256 pairs per tile (with each expert's last 1-128
+/// pairs on one or two 64-pair tiles). Measured on the H100 (run 87,
 /// docs/gpu-results.md): at means of 256 or more 4-12 % faster than 128
 /// pairs with 64-pair tails (Qwen3-30B-A3B, DeepSeek-V3, GPT-OSS-120B at
 /// M = 8192, Mixtral at M = 2048 and 8192); at 192 (V4-Flash, M = 8192) 1 %
@@ -76,9 +76,16 @@ pub const N256_PREFILL_PAIRS: f64 = 256.0;
 /// 128-row `wgmma` kernels' 256).
 const MAX_GROUP: usize = PFW256_COLS as usize;
 // The routing packs an expert's wide and narrow group counts in one word
-// (moe4_kernels::groups), which holds while the wide groups stay below
-// 2^NARROW_SHIFT: at most MAX_PAIRS of them.
-const _: () = assert!(MAX_PAIRS < 1 << moe4_kernels::groups::NARROW_SHIFT);
+// (moe4_kernels::groups), which holds while the wide groups (at least 128
+// pairs wide where there are narrow ones) stay below 2^NARROW_SHIFT and
+// the narrow ones below 2^(32 - NARROW_SHIFT).
+const _: () = {
+    use moe4_kernels::groups::{narrow_max, NARROW_SHIFT};
+    assert!(MAX_PAIRS / PFW_NARROW_COLS as usize * 2 < 1 << NARROW_SHIFT);
+    let limit = 1 << (32 - NARROW_SHIFT);
+    assert!(crate::weights::MAX_EXPERTS * (narrow_max(PFW256_COLS, PFW256_NARROW_COLS) as usize) < limit);
+    assert!(crate::weights::MAX_EXPERTS * (narrow_max(128, PFW_NARROW_COLS) as usize) < limit);
+};
 
 /// Which kernels `forward` runs for FC1/FC2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,8 +219,8 @@ pub struct Tuning {
     /// 128-pair tile that is mostly empty (measured on the H200, run 71,
     /// two benches in one call: 2-6 % faster at M = 8192 on the five
     /// many-expert shapes, Mixtral 0-1 %, 4-14 % at M = 2048 where 128
-    /// pairs per tile is chosen); with 256-pair tiles, a last group of at
-    /// most 128 pairs runs as a 128-pair one (`_mix256`).
+    /// pairs per tile is chosen); with 256-pair tiles, an expert's last
+    /// 1-128 pairs run as one or two 64-pair tiles (`_mix256`).
     pub narrow_tail: bool,
     /// Pairs (M x top-k) from which the routing runs on many blocks
     /// (`moe_route_count`, `_scan`, `_scatter`) instead of one (`moe_route`);
@@ -642,7 +649,7 @@ impl MoeWeights {
             None
         };
         // 128-pair tiles, and 64-pair ones for the experts' small remainders
-        // (256 and 128 with the 128-row kernels).
+        // (256 and one or two of 64 with the 128-row kernels).
         let mixed = wg_cols == Some(128) && tune.narrow_tail;
         let mixed256 = wg_cols == Some(PFW256_COLS) && tune.narrow_tail;
         // Small batches: the FC kernels route the pairs themselves (no

@@ -395,9 +395,11 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
 /// Pairs per tile of the 128-row `wgmma` prefill kernels (`moe_pfw*_n256`,
 /// `moe_pfw*_mix256`, sm_90a): the routing's `group`.
 pub const PFW256_COLS: u32 = 256;
-/// Their mixed kernels' narrow width: each expert's last group of at most
-/// this many pairs runs on the 256-row x 128-pair loop.
-pub const PFW256_NARROW_COLS: u32 = 128;
+/// Their mixed kernels' narrow width: each expert's last 1-128 pairs
+/// ([`crate::groups::tail_max`]) run in groups of this many on the 256-row
+/// x 64-pair loop (a 64-pair tile costs ~65 % of a 128-pair one, run 71:
+/// one or two of them instead of one 128-pair tile).
+pub const PFW256_NARROW_COLS: u32 = 64;
 /// Pipeline stages of the 128-row kernels (the staging tile is the last
 /// two).
 pub const PFW256_STAGES: u32 = 5;

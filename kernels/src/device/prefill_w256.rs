@@ -44,8 +44,9 @@
 //! f32 y stores directly.
 //!
 //! **Mixed** (`_mix256`): the routing's 256-pair groups on these tiles,
-//! then each expert's last group of at most 128 pairs (the narrow groups)
-//! on the 256-row x 128-pair loop of [`super::prefill_wg`].
+//! then each expert's last 1-128 pairs in one or two narrow groups of 64
+//! ([`crate::groups`]) on the 256-row x 64-pair loop of
+//! [`super::prefill_wg`].
 
 use super::arch::*;
 use super::fc::{dequant_step, global_scales, post, tile_scales, Gate};
@@ -542,12 +543,12 @@ macro_rules! w256_mixed_kernels {
     ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
         /// `wgmma` prefill GEMM instance `(FC1?, bf16?)` for mixed groups:
         /// the 256-pair groups on 128-row tiles, then the narrow ones (at
-        /// most 128 pairs) on 256-row x 128-pair tiles, as one sequence of
+        /// most 64 pairs) on 256-row x 64-pair tiles, as one sequence of
         /// tiles over the grid.
         ///
         /// # Safety
         /// `p` as [`FcParams`] documents, routed with `group = 256`,
-        /// `narrow = 128`; [`PFW_THREADS`] threads, `pfw256_mix_smem_bytes()`
+        /// `narrow = 64`; [`PFW_THREADS`] threads, `pfw256_mix_smem_bytes()`
         /// bytes of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {

@@ -569,9 +569,9 @@ unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
     prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, wide, narrow, first - wide_tiles, zero);
 }
 
-/// The narrow tiles (at most 128 pairs) of the mixed 128-row x 256-pair
-/// kernels ([`super::prefill_w256`]): groups `g0 ..` on this module's
-/// 256-row x 128-pair loop, from tile `first`.
+/// The narrow tiles ([`crate::launch::PFW256_NARROW_COLS`] pairs) of the
+/// mixed 128-row x 256-pair kernels ([`super::prefill_w256`]): groups
+/// `g0 ..` on this module's 256-row loop of that width, from tile `first`.
 #[inline(always)]
 pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool>(
     p: &FcParams,
@@ -580,7 +580,8 @@ pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool>(
     first: u32,
     zero: u32,
 ) {
-    prefill_wg::<FC1, BF16, 16, 4>(p, g0, groups, first, zero);
+    const NT: usize = crate::launch::PFW256_NARROW_COLS as usize / 8;
+    prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, g0, groups, first, zero);
 }
 
 pfw_mixed_kernels! {
