@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B table from a device run's all.log whose bench steps are named
-`ab-<build>-r<round>` (the custom run scripts in docs/runs): per decode point
-(`<shape> M=<m> <t> us` lines), each build's times by round and its mean's
+`ab-<build>-r<round>` (the custom run scripts in docs/runs): per decode or prefill point
+(`<shape> M=<m> <t> us` or `<shape> M=<m> prefill <t> us` lines), each build's times by round and its mean's
 change against the baseline build's mean.
 
     python3 scripts/ab-steps.py ALL_LOG [BASELINE_BUILD]   (default: own)
@@ -22,7 +22,8 @@ for step in re.split(r"^=== ", log, flags=re.M):
     if build not in builds:
         builds.append(build)
     for line in step.split("\n"):
-        p = re.match(r"\s+(\S+) M=(\d+) ([\d.]+) us", line)
+        # Decode lines `<shape> M=<m> <t> us`, prefill `<shape> M=<m> prefill <t> us`.
+        p = re.match(r"\s+(\S+) M=(\d+) (?:prefill )?([\d.]+) us", line)
         if p:
             times[(p.group(1), int(p.group(2)))][(build, rnd)] = float(p.group(3))
 print(f"{'point':24s}" + "".join(f"{b:>26s}" for b in builds))

@@ -567,6 +567,22 @@ elif [ "$PART" = 34 ]; then
     run ab-old-r$r 60 /tmp/b0/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
     run ab-new-r$r 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B --m 8192
   done
+elif [ "$PART" = 35 ]; then
+  # Issue 3, from run 119: the 4-warp kernels at fc_blocks = 528 were
+  # 8.5 % faster at Qwen3 M = 1 (slower everywhere else). Which grid:
+  # the 4-warp kernels at 264-792 blocks and the default (8-warp FC1) at
+  # 132-396, Qwen3 M = 1-2, two rounds.
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2; do
+    run ab-own-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2
+    for b in 264 396 528 660 792; do
+      run ab-w4b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning wide=false,fc_blocks=$b
+    done
+    run ab-w4-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning wide=false
+    for b in 132 264; do
+      run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
+    done
+  done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's
