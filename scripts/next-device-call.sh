@@ -583,6 +583,19 @@ elif [ "$PART" = 35 ]; then
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
   done
+elif [ "$PART" = 36 ]; then
+  # Issue 3, from runs 120-121: FC1's warp count alone (`wide1`, FC2 left
+  # to its rule) where FC1 routes at most 8 pairs in the block (the host
+  # gives it 8 warps there, from run 63): Qwen3 M = 1 (8 pairs), GPT-OSS
+  # M = 1 (4 pairs); M = 2 for contrast; three rounds. Predicted: Qwen3
+  # M = 1 -5 to -10 % with `wide1=false`, GPT-OSS M = 1 unknown.
+  run info-own 90 /tmp/b1/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2
+    run ab-f1w4-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2 --tuning wide1=false
+    run ab-f1w4b396-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2 --tuning wide1=false,fc_blocks=396
+    run ab-w4b396-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2 --tuning wide=false,fc_blocks=396
+  done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the
   # pairs themselves (`_rt_dp`): Qwen3 and GPT-OSS at M = 1-8 (FC2's

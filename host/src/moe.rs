@@ -192,6 +192,9 @@ pub struct Tuning {
     /// the 4-warp ones (`Some(false)`), or whichever the task estimate
     /// favours (`None`).
     pub wide: Option<bool>,
+    /// [`Tuning::wide`] for FC1 alone (`None`: as `wide`): to time FC1's
+    /// warp count with FC2's left to its rule.
+    pub wide1: Option<bool>,
     /// Run the decode FC kernels' loads-only variant (wrong results; bf16,
     /// one column tile, default depth): the memory side alone.
     pub load_only: bool,
@@ -273,9 +276,10 @@ pub struct Tuning {
 
 impl Tuning {
     /// The settings [`Tuning::with`] takes: the fields' names.
-    pub const KEYS: [&'static str; 16] = [
+    pub const KEYS: [&'static str; 17] = [
         "pdl",
         "wide",
+        "wide1",
         "load_only",
         "nt",
         "task_rows",
@@ -315,6 +319,7 @@ impl Tuning {
             match key {
                 "pdl" => self.pdl = flag()?,
                 "wide" => self.wide = opt_flag()?,
+                "wide1" => self.wide1 = opt_flag()?,
                 "load_only" => self.load_only = flag()?,
                 "nt" => self.nt = opt_num()?.map(|n| n as usize),
                 "task_rows" => self.task_rows = opt_num()?,
@@ -346,6 +351,7 @@ impl Tuning {
         Tuning {
             pdl: gpu.programmatic_launch(),
             wide: None,
+            wide1: None,
             load_only: false,
             nt: None,
             task_rows: None,
@@ -804,7 +810,8 @@ impl MoeWeights {
             }
             let wide = nt == 1
                 && !tune.load_only
-                && tune.wide.map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs), Ok)?;
+                && if fc == "1" { tune.wide1.or(tune.wide) } else { tune.wide }
+                    .map_or_else(|| self.wide_is_better(fc, tasks, nchunks, route_in_fc, pairs), Ok)?;
             let warps = if wide { FC_WARPS_WIDE } else { FC_WARPS };
             let rows64 = nt > 1 && !tune.load_only && tune.task_rows.unwrap_or_else(|| decode_task_rows(nt, e)) == 64;
             let suffix = if tune.load_only {
@@ -1010,6 +1017,7 @@ mod tests {
         Tuning {
             pdl: true,
             wide: None,
+            wide1: None,
             load_only: false,
             nt: None,
             task_rows: None,
@@ -1035,6 +1043,7 @@ mod tests {
         assert!(!t.pdl);
         assert_eq!(t.fc_blocks, Some(132));
         assert_eq!(t.deps, None);
+        assert_eq!((t.wide1, t.with("wide1=false").unwrap().wide1), (None, Some(false)));
         assert_eq!(t.with("nt=auto").unwrap().nt, None);
         assert_eq!(some_tuning().with("").unwrap().launches, 4);
         for (bad, names) in
