@@ -2,7 +2,8 @@
 //! f64 CPU reference: the most experts (`MAX_EXPERTS`) with the largest
 //! top-k (`MAX_TOPK`), the smallest H and I (64: one K chunk per task),
 //! one dimension 64 and the other 4096 each way, a single expert with
-//! top-1. Each M is run on the path `forward` picks and forced onto the
+//! top-1, and every one of the most experts with a narrow prefill tail
+//! (the routing's packed group counts at their largest). Each M is run on the path `forward` picks and forced onto the
 //! other one (decode and prefill kernels must both take every valid
 //! shape), with -1 and out-of-range ids mixed in. Outputs are poisoned
 //! before every run; every element must come back finite.
@@ -94,4 +95,42 @@ fn wide_hidden_small_intermediate() {
     let mut rng = Rng(4097);
     let layer = random_layer(&mut rng, 4, 4096, 64);
     check_layer(&layer, 2, &[1, 7, 128, 1000], "wide_hidden_small_intermediate", &mut rng);
+}
+
+/// Every one of the most experts with a rest that takes narrow prefill
+/// tiles, so the routing's packed narrow-group count reaches its largest
+/// values (`moe4_kernels::groups`: 1024 narrow groups with 128-pair tiles,
+/// 2048 with 256-pair ones, past the 10 bits that field had before run
+/// 119): M = 2064 tokens of top-64 over 1024 experts, each expert exactly
+/// 129 times (one 128-pair group and a 1-pair tail each), and M = 2048,
+/// each expert 128 times, on the 256-pair tiles where the build has them
+/// (two 64-pair tails each). Prefill against the reference.
+#[test]
+fn every_expert_with_a_narrow_tail() {
+    let Some(gpu) = gpu("every_expert_with_a_narrow_tail") else { return };
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(129);
+    let (e, h, topk) = (MAX_EXPERTS, 64, MAX_TOPK);
+    let layer = random_layer(&mut rng, e, h, 64);
+    let act = Activation::Silu;
+    let w = MoeWeights::new(&gpu, &s, &layer, act).unwrap();
+    let mut ws = Workspace::new(&w, &s, 2064, topk).unwrap();
+    ws.set_path(ForwardPath::Prefill);
+    let n256 = gpu.has_kernel("moe_pfw1_bf16_n256");
+    for (m, cols) in [(2064, None), (2048, n256.then_some(256))] {
+        // Token t's experts 64 t .. 64 t + 63 (mod E): distinct per token,
+        // every expert m * topk / E times.
+        let ids: Vec<i32> = (0..m * topk).map(|p| (p % e) as i32).collect();
+        let tw: Vec<f32> = (0..ids.len()).map(|_| 0.1 + rng.uniform()).collect();
+        let x = rng.vec(m * h, 1.0);
+        let x16: Vec<f32> = x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+        let want = moe_layer(&layer, act, &x16, &ids, &tw, m, topk).unwrap();
+        let tuning = ws.tuning_mut();
+        tuning.wgmma_cols = cols;
+        let label = format!("every_expert_with_a_narrow_tail M={m} pairs per expert {} cols {cols:?}", m * topk / e);
+        let got = forward::<bf16>(&w, &mut ws, &s, &x, &ids, &tw, &label);
+        let err = rel_l2(&got, &want);
+        report(&format!("limits {label}: rel L2 error {err:.2e}"));
+        assert!(err < TOL, "{label}: relative error {err} >= {TOL}");
+    }
 }
