@@ -588,13 +588,19 @@ elif [ "$PART" = 36 ]; then
   # to its rule) where FC1 routes at most 8 pairs in the block (the host
   # gives it 8 warps there, from run 63): Qwen3 M = 1 (8 pairs), GPT-OSS
   # M = 1 (4 pairs); M = 2 for contrast; three rounds. Predicted: Qwen3
-  # M = 1 -5 to -10 % with `wide1=false`, GPT-OSS M = 1 unknown.
+  # M = 1 -5 to -10 % with `wide1=false`, GPT-OSS M = 1 unknown; and
+  # perf-notes' reading (room on each SM for FC2's blocks): FC1 on 4 warps
+  # x 396 blocks with FC2 on its default grid (`fc1_blocks`) ~14 µs at
+  # Qwen3 M = 1 (default 17.3, both on 4 x 396 15.1), FC1 8 warps x 264
+  # blocks (2 per SM) with FC2's default between.
   run info-own 90 /tmp/b1/moe4 info
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash
   for r in 1 2 3; do
-    run ab-own-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2
-    run ab-f1w4-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2 --tuning wide1=false
-    run ab-f1w4b396-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2 --tuning wide1=false,fc_blocks=396
-    run ab-w4b396-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B --m 1,2 --tuning wide=false,fc_blocks=396
+    run ab-own-r$r 20 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+    run ab-f1w4-r$r 20 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning wide1=false
+    run ab-f1w4b396-r$r 20 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning wide1=false,fc1_blocks=396
+    run ab-f1w8b264-r$r 20 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning wide1=true,fc1_blocks=264
+    run ab-w4b396-r$r 20 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning wide=false,fc_blocks=396
   done
 elif [ "$PART" = 5 ]; then
   # Issue 3: FC2 waiting per column group where the FC kernels route the

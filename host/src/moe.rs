@@ -235,6 +235,9 @@ pub struct Tuning {
     /// tiles per block), which the tests use to reach those paths without a
     /// full-size layer.
     pub fc_blocks: Option<u32>,
+    /// [`Tuning::fc_blocks`] for FC1 alone (`None`: as `fc_blocks`): to
+    /// time FC1's grid with FC2's left as it is.
+    pub fc1_blocks: Option<u32>,
     /// Most pairs (M x top-k) the decode FC kernels route themselves, in
     /// each block's shared memory, instead of after a routing launch (one
     /// column tile only); `None`: up to [`FC_ROUTE_MAX_PAIRS`] where the
@@ -276,7 +279,7 @@ pub struct Tuning {
 
 impl Tuning {
     /// The settings [`Tuning::with`] takes: the fields' names.
-    pub const KEYS: [&'static str; 17] = [
+    pub const KEYS: [&'static str; 18] = [
         "pdl",
         "wide",
         "wide1",
@@ -289,6 +292,7 @@ impl Tuning {
         "narrow_tail",
         "route_blocks_from",
         "fc_blocks",
+        "fc1_blocks",
         "fc_route_pairs",
         "y16",
         "fc2_slices",
@@ -329,6 +333,7 @@ impl Tuning {
                 "narrow_tail" => self.narrow_tail = flag()?,
                 "route_blocks_from" => self.route_blocks_from = opt_num()?.map(|n| n as usize),
                 "fc_blocks" => self.fc_blocks = opt_num()?,
+                "fc1_blocks" => self.fc1_blocks = opt_num()?,
                 "fc_route_pairs" => self.fc_route_pairs = opt_num()?,
                 "y16" => self.y16 = flag()?,
                 "fc2_slices" => self.fc2_slices = opt_num()?,
@@ -361,6 +366,7 @@ impl Tuning {
             narrow_tail: true,
             route_blocks_from: None,
             fc_blocks: None,
+            fc1_blocks: None,
             fc_route_pairs: None,
             y16: true,
             fc2_slices: None,
@@ -856,12 +862,12 @@ impl MoeWeights {
         let groups_est = (active_est.round() as u32).clamp(1, (m * k) as u32);
         let (n1, smem1, threads1) = fc_kernel("1", groups_est * (2 * inter as u32 / 32), h as u32 / 64)?;
         let (n2, smem2, threads2) = fc_kernel("2", groups_est * (h as u32 / 32), inter as u32 / 64)?;
-        let fc_grid = |n: &str, threads: u32, smem: u32| -> Result<u32> {
+        let fc_grid = |n: &str, threads: u32, smem: u32, blocks: Option<u32>| -> Result<u32> {
             let resident = gpu.resident_blocks(n, threads, smem)?;
-            Ok(tune.fc_blocks.map_or(resident, |b| b.clamp(1, resident)))
+            Ok(blocks.map_or(resident, |b| b.clamp(1, resident)))
         };
-        let grid1 = fc_grid(&n1, threads1, smem1)?;
-        let grid2 = fc_grid(&n2, threads2, smem2)?;
+        let grid1 = fc_grid(&n1, threads1, smem1, tune.fc1_blocks.or(tune.fc_blocks))?;
+        let grid2 = fc_grid(&n2, threads2, smem2, tune.fc_blocks)?;
         // FC2 in slices (builds with the `_sl` kernels): where its queue is
         // shorter than the in-block split's, and y holds the partial rows.
         let (n2, smem2, threads2, grid2, slices) = {
@@ -879,7 +885,7 @@ impl MoeWeights {
             }
             let smem = fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2) + routing;
             let pick = if has && tune.fc2_slices.is_none_or(|n| n > 1) {
-                let grid = fc_grid(&name, 32 * FC_WARPS, smem)?;
+                let grid = fc_grid(&name, 32 * FC_WARPS, smem, tune.fc_blocks)?;
                 let tasks = groups_est * (h as u32 / 32);
                 let nchunks = inter as u32 / 64;
                 let n = match forced {
@@ -932,8 +938,12 @@ impl MoeWeights {
         let dp = dp_ok && tune.deps.unwrap_or(fc1_tasks > grid1 * (threads1 / 32));
         let ready = if dp { ready } else { 0 };
         // Their grids from their own occupancy (their registers may differ).
-        let (grid1, grid2) =
-            if dp { (fc_grid(&n1_dp, threads1, smem1)?, fc_grid(&n2_dp, threads2, smem2)?) } else { (grid1, grid2) };
+        let (grid1, grid2) = if dp {
+            let b1 = tune.fc1_blocks.or(tune.fc_blocks);
+            (fc_grid(&n1_dp, threads1, smem1, b1)?, fc_grid(&n2_dp, threads2, smem2, tune.fc_blocks)?)
+        } else {
+            (grid1, grid2)
+        };
         let zero_ready = || -> Result<()> {
             if ready != 0 {
                 // SAFETY: `ready` is the workspace's counter buffer,
@@ -1027,6 +1037,7 @@ mod tests {
             narrow_tail: true,
             route_blocks_from: None,
             fc_blocks: None,
+            fc1_blocks: None,
             fc_route_pairs: None,
             y16: true,
             fc2_slices: None,
@@ -1044,6 +1055,7 @@ mod tests {
         assert_eq!(t.fc_blocks, Some(132));
         assert_eq!(t.deps, None);
         assert_eq!((t.wide1, t.with("wide1=false").unwrap().wide1), (None, Some(false)));
+        assert_eq!((t.fc1_blocks, t.with("fc1_blocks=396").unwrap().fc1_blocks), (None, Some(396)));
         assert_eq!(t.with("nt=auto").unwrap().nt, None);
         assert_eq!(some_tuning().with("").unwrap().launches, 4);
         for (bad, names) in
