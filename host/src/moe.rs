@@ -38,7 +38,7 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    combine_outputs_per_thread, fc_slices, fc_smem_bytes, fc_split, fc_split_div, fc_stages, pf_smem_bytes,
+    combine_outputs_per_thread, fc_kernel_smem_bytes, fc_slices, fc_split, fc_split_div, pf_smem_bytes,
     pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes,
     route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS,
     PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
@@ -541,12 +541,8 @@ impl MoeWeights {
         }
         let gpu = &self.gpu;
         let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
-        let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2))?;
-        let b8 = gpu.resident_blocks(
-            &n8,
-            32 * FC_WARPS_WIDE,
-            fc_smem_bytes(1, FC_WARPS_WIDE, fc_stages(1, FC_WARPS_WIDE), 2),
-        )?;
+        let b4 = gpu.resident_blocks(&n4, 32 * FC_WARPS, fc_kernel_smem_bytes(1, FC_WARPS, 2))?;
+        let b8 = gpu.resident_blocks(&n8, 32 * FC_WARPS_WIDE, fc_kernel_smem_bytes(1, FC_WARPS_WIDE, 2))?;
         let c4 = fc_split(tasks, nchunks, FC_WARPS, b4).cost as u64;
         let c8 = fc_split(tasks, nchunks, FC_WARPS_WIDE, b8).cost as u64;
         Ok(if rt { 100 * c8 < 95 * c4 } else { c8 <= c4 })
@@ -831,7 +827,7 @@ impl MoeWeights {
                 ""
             };
             let mt = if rows64 { 4 } else { 2 };
-            let smem = fc_smem_bytes(nt as u32, warps, fc_stages(nt as u32, warps), mt) + routing;
+            let smem = fc_kernel_smem_bytes(nt as u32, warps, mt) + routing;
             let name = format!("moe_fc{fc}_{}_nt{nt}{suffix}{rt}", T::NAME);
             // FC1 on 6-warp blocks (builds with the `_w6` kernels, `moe4_exp
             // = "w6"`; one column tile), against the kernel chosen above.
@@ -845,7 +841,7 @@ impl MoeWeights {
                 ));
             }
             if six_ok && tune.w6 != Some(false) {
-                let smem6 = fc_smem_bytes(1, FC_WARPS_SIX, fc_stages(1, FC_WARPS_SIX), 2) + routing;
+                let smem6 = fc_kernel_smem_bytes(1, FC_WARPS_SIX, 2) + routing;
                 let c6 =
                     fc_split_div(tasks, nchunks, FC_WARPS_SIX, gpu.resident_blocks(&name6, 32 * FC_WARPS_SIX, smem6)?)
                         .cost;
@@ -867,7 +863,8 @@ impl MoeWeights {
             let resident = gpu.resident_blocks(n, threads, smem)?;
             Ok(blocks.map_or(resident, |b| b.clamp(1, resident)))
         };
-        let grid1 = fc_grid(&n1, threads1, smem1, tune.fc1_blocks.or(tune.fc_blocks))?;
+        let blocks1 = tune.fc1_blocks.or(tune.fc_blocks);
+        let grid1 = fc_grid(&n1, threads1, smem1, blocks1)?;
         let grid2 = fc_grid(&n2, threads2, smem2, tune.fc_blocks)?;
         // FC2 in slices (builds with the `_sl` kernels): where its queue is
         // shorter than the in-block split's, and y holds the partial rows.
@@ -884,7 +881,7 @@ impl MoeWeights {
                     "needs a decode call with one column tile, y room for every pair's slices, and a build with the sliced FC2 kernels (moe4_exp = \"fc2sl\")",
                 ));
             }
-            let smem = fc_smem_bytes(1, FC_WARPS, fc_stages(1, FC_WARPS), 2) + routing;
+            let smem = fc_kernel_smem_bytes(1, FC_WARPS, 2) + routing;
             let pick = if has && tune.fc2_slices.is_none_or(|n| n > 1) {
                 let grid = fc_grid(&name, 32 * FC_WARPS, smem, tune.fc_blocks)?;
                 let tasks = groups_est * (h as u32 / 32);
@@ -940,8 +937,7 @@ impl MoeWeights {
         let ready = if dp { ready } else { 0 };
         // Their grids from their own occupancy (their registers may differ).
         let (grid1, grid2) = if dp {
-            let b1 = tune.fc1_blocks.or(tune.fc_blocks);
-            (fc_grid(&n1_dp, threads1, smem1, b1)?, fc_grid(&n2_dp, threads2, smem2, tune.fc_blocks)?)
+            (fc_grid(&n1_dp, threads1, smem1, blocks1)?, fc_grid(&n2_dp, threads2, smem2, tune.fc_blocks)?)
         } else {
             (grid1, grid2)
         };

@@ -131,6 +131,13 @@ pub const fn fc_smem_bytes(nt: u32, warps: u32, stages: u32, mt: u32) -> u32 {
     warps * stages * fc_slot_bytes(nt, mt) + fc_red_bytes(nt, warps, mt)
 }
 
+/// [`fc_smem_bytes`] of the shipped FC kernels, whose rings are
+/// [`fc_stages`] deep (add the in-block routing's bytes for the `_rt`
+/// kernels): what the host launches them with.
+pub const fn fc_kernel_smem_bytes(nt: u32, warps: u32, mt: u32) -> u32 {
+    fc_smem_bytes(nt, warps, fc_stages(nt, warps), mt)
+}
+
 /// How a decode FC grid of `blocks` blocks of `warps` warps walks `tasks`
 /// tasks of `nchunks` chunks: first `whole` rounds in which each warp takes
 /// a whole task (the tasks below `split_from`: warp `w` of block `b` in
@@ -571,7 +578,7 @@ mod tests {
     #[test]
     fn shared_memory_fits_the_blocks_per_sm_the_docs_promise() {
         let sm = 228 * 1024;
-        let fits = |nt, w, mt| sm / (fc_smem_bytes(nt, w, fc_stages(nt, w), mt) + 1024);
+        let fits = |nt, w, mt| sm / (fc_kernel_smem_bytes(nt, w, mt) + 1024);
         assert_eq!(fits(1, 4, 2), 6); // registers then allow 5-6
         assert_eq!(fits(1, 8, 2), 3);
         assert!(fits(2, 4, 2) >= 4);

@@ -40,7 +40,7 @@ use moe4::nvfp4::W13Order;
 use moe4::quant::quantize_nvfp4;
 use moe4::reference::{moe_layer, Activation};
 use moe4::{gpu_available, GemmArgs, Gpu, MoeWeights, Workspace, W4A4};
-use moe4_kernels::launch::{fc_smem_bytes, fc_stages, FC_ROUTE_BYTES, FC_WARPS, FC_WARPS_WIDE};
+use moe4_kernels::launch::{fc_kernel_smem_bytes, FC_ROUTE_BYTES, FC_WARPS, FC_WARPS_WIDE};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -106,7 +106,7 @@ fn compare_ptx(args: &[String]) -> Res {
         ("moe_fc1_bf16_nt1_w8", FC_WARPS_WIDE, 0),
         ("moe_fc2_bf16_nt1_w8_rt", FC_WARPS_WIDE, FC_ROUTE_BYTES),
     ] {
-        let smem = fc_smem_bytes(1, warps, fc_stages(1, warps), 2) + routing;
+        let smem = fc_kernel_smem_bytes(1, warps, 2) + routing;
         let per_sm = |g: &Gpu| g.resident_blocks(name, 32 * warps, smem).map(|n| n / g.sm_count());
         println!("  {name}: {} / {} blocks per SM", per_sm(&a)?, per_sm(&b)?);
     }
