@@ -28,7 +28,8 @@
 # PART=32 (`nbar` with immediate barrier ids; run 118: equal bits, no
 # gain). Thirteenth session: PART=34 (n64 tails of the n256 kernels),
 # PART=33 (the decode grid at small batches), PART=3 on an
-# H200 (its last tables are run 109's).
+# H200 (its last tables are run 109's). Fourteenth: PART=36,3 (run 122),
+# PART=37 (FC1's grid on other small layers, custom bench shapes).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -582,6 +583,26 @@ elif [ "$PART" = 35 ]; then
     for b in 132 264; do
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
+  done
+elif [ "$PART" = 37 ]; then
+  # Issue 3, from run 122 (PART=36): FC1 on 4 warps x 396 blocks beat the
+  # default only at Qwen3 M = 1 (-10 %; with FC2 on 4 warps x 396 too,
+  # -13 %), the one bench point whose FC1 has at most one task per block
+  # of such a grid (384 tasks; GPT-OSS M = 1 has 720). Does it hold on
+  # other layers at M = 1 with <= 396 FC1 tasks, and not above? Custom
+  # shapes (NAME:H:I:E:K): Qwen1.5-MoE (352 tasks, 4 pairs), Qwen3 top-4
+  # (192), a small 1024:512:32:8 (256), OLMoE (512), DeepSeek-V2-Lite
+  # (528), Qwen3-235B (768). Predicted: -5 to -13 % at <= 396 tasks with
+  # f1w4b396 / w4b396, 0 to +10 % above. The first round logs the
+  # kernels and grids the host picks (MOE4_LOG_LAUNCHES).
+  run info-own 90 /tmp/b1/moe4 info
+  DS=Qwen3-30B-A3B,Qwen1.5-MoE:2048:1408:60:4,Qwen3-top4:2048:768:128:4,Small:1024:512:32:8,OLMoE:2048:1024:64:8,DSV2-Lite:2048:1408:64:6,Qwen3-235B:4096:1536:128:8
+  run log-own 30 env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench decode --shape $DS --m 1
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $DS --m 1,2
+    run ab-f1w4-r$r 30 /tmp/b1/moe4 bench decode --shape $DS --m 1,2 --tuning wide1=false
+    run ab-f1w4b396-r$r 30 /tmp/b1/moe4 bench decode --shape $DS --m 1,2 --tuning wide1=false,fc1_blocks=396
+    run ab-w4b396-r$r 30 /tmp/b1/moe4 bench decode --shape $DS --m 1,2 --tuning wide=false,fc_blocks=396
   done
 elif [ "$PART" = 36 ]; then
   # Issue 3, from runs 120-121: FC1's warp count alone (`wide1`, FC2 left

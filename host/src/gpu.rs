@@ -49,6 +49,9 @@ pub struct Gpu {
     entries: std::collections::HashSet<String>,
     /// The module's visible globals (`.visible .global` names).
     globals: std::collections::HashSet<String>,
+    /// With `MOE4_LOG_LAUNCHES` set: the launch configurations already
+    /// printed (each distinct kernel, grid, block and shared memory once).
+    logged: Option<Mutex<std::collections::HashSet<(String, u32, u32, u32)>>>,
 }
 
 /// The names of the visible global variables a PTX module defines.
@@ -136,7 +139,18 @@ impl Gpu {
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        Ok(Arc::new(Gpu { ctx, module, arch, sm_count, max_smem, funcs: Mutex::new(HashMap::new()), entries, globals }))
+        let logged = std::env::var_os("MOE4_LOG_LAUNCHES").map(|_| Mutex::new(Default::default()));
+        Ok(Arc::new(Gpu {
+            ctx,
+            module,
+            arch,
+            sm_count,
+            max_smem,
+            funcs: Mutex::new(HashMap::new()),
+            entries,
+            globals,
+            logged,
+        }))
     }
 
     /// The context.
@@ -222,7 +236,15 @@ impl Gpu {
 
     /// An error naming the kernel and the limit if `smem` is more dynamic
     /// shared memory than a block may have here.
-    fn check_smem(&self, name: &str, smem: u32) -> Result<()> {
+    /// Checks a launch's shared memory against the GPU's limit and, with
+    /// `MOE4_LOG_LAUNCHES` set (for tuning: which kernels and grids the
+    /// host picks), prints each distinct configuration once to stderr.
+    fn check_launch(&self, name: &str, grid: u32, threads: u32, smem: u32) -> Result<()> {
+        if let Some(logged) = &self.logged {
+            if logged.lock().expect("launch log").insert((name.to_string(), grid, threads, smem)) {
+                eprintln!("moe4 launch: {name} grid {grid} x {threads} threads, {smem} B shared");
+            }
+        }
         if smem > self.max_smem {
             return Err(crate::error::unsupported(
                 format!("shared memory of {name}"),
@@ -248,7 +270,7 @@ impl Gpu {
         smem: u32,
         params: P,
     ) -> Result<()> {
-        self.check_smem(name, smem)?;
+        self.check_launch(name, grid, threads, smem)?;
         let f = self.func(name)?;
         let p = Param(params);
         let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
@@ -307,7 +329,7 @@ impl Gpu {
         params: P,
         attrs: &[sys::CUlaunchAttribute],
     ) -> Result<()> {
-        self.check_smem(name, smem)?;
+        self.check_launch(name, grid, threads, smem)?;
         let f = self.func(name)?;
         self.ctx.bind_to_thread()?;
         let mut p = params;
@@ -363,7 +385,7 @@ impl Gpu {
         smem: u32,
         args: &[&dyn ArgRef],
     ) -> Result<()> {
-        self.check_smem(name, smem)?;
+        self.check_launch(name, grid, threads, smem)?;
         let f = self.func(name)?;
         let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
         let mut b = stream.launch_builder(&f.f);

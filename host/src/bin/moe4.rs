@@ -321,17 +321,43 @@ fn smoke() -> Res {
     }
 }
 
+/// `NAME:H:I:E:K`: a bench shape of the caller's (the name is leaked: one
+/// per command line).
+fn parse_shape(spec: &str) -> Result<bench::Shape, Box<dyn std::error::Error>> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let bad = || format!("--shape {spec:?}: expected NAME:H:I:E:K (hidden, intermediate, experts, top-k)");
+    if parts.len() != 5 {
+        return Err(bad().into());
+    }
+    let n: Vec<usize> = parts[1..].iter().map(|p| p.parse()).collect::<Result<_, _>>().map_err(|_| bad())?;
+    if n.iter().any(|&v| v == 0) || n[3] > n[2] {
+        return Err(format!("{}: every size must be positive and top-k at most the experts", bad()).into());
+    }
+    let name: &'static str = Box::leak(parts[0].to_string().into_boxed_str());
+    Ok(bench::Shape { name, h: n[0], i: n[1], e: n[2], topk: n[3] })
+}
+
 fn bench_cmd(args: &[String]) -> Res {
     let kind = args.first().map(String::as_str).unwrap_or("all");
     let quick = args.iter().any(|a| a == "--quick");
     let json_path = flag(args, "--json");
     // `--shape NAME[,NAME]` and `--m N[,N]` narrow a run to some shapes and
-    // sizes (M for decode/prefill, rows for w4a4).
+    // sizes (M for decode/prefill, rows for w4a4). A shape is one of
+    // bench::SHAPES by name or `NAME:H:I:E:K` (hidden, intermediate,
+    // experts, top-k), e.g. `Qwen1.5-MoE:2048:1408:60:4`.
     let shape_filter: Option<Vec<&str>> = flag(args, "--shape").map(|s| s.split(',').collect());
+    let mut all_shapes: Vec<bench::Shape> = bench::SHAPES.to_vec();
+    for spec in shape_filter.iter().flatten().filter(|n| n.contains(':')) {
+        all_shapes.push(parse_shape(spec)?);
+    }
+    let shape_filter: Option<Vec<&str>> =
+        shape_filter.map(|f| f.iter().map(|n| n.split(':').next().unwrap_or(n)).collect());
     if let Some(f) = &shape_filter {
-        if let Some(bad) = f.iter().find(|n| !bench::SHAPES.iter().any(|s| s.name == **n)) {
+        if let Some(bad) = f.iter().find(|n| !all_shapes.iter().any(|s| s.name == **n)) {
             let names: Vec<&str> = bench::SHAPES.iter().map(|s| s.name).collect();
-            return Err(format!("unknown shape {bad:?} (one of {})", names.join(", ")).into());
+            return Err(
+                format!("unknown shape {bad:?} (one of {}, or NAME:H:I:E:K)", names.join(", ")).into()
+            );
         }
     }
     let m_filter: Option<Vec<usize>> = match flag(args, "--m") {
@@ -339,7 +365,7 @@ fn bench_cmd(args: &[String]) -> Res {
         None => None,
     };
     let shapes: Vec<bench::Shape> =
-        bench::SHAPES.iter().copied().filter(|s| shape_filter.as_ref().is_none_or(|f| f.contains(&s.name))).collect();
+        all_shapes.iter().copied().filter(|s| shape_filter.as_ref().is_none_or(|f| f.contains(&s.name))).collect();
     let sizes = |default: Vec<usize>| m_filter.clone().unwrap_or(default);
     if !gpu_available() {
         return Err("bench needs a CUDA GPU".into());
@@ -407,7 +433,7 @@ fn bench_cmd(args: &[String]) -> Res {
             points.iter().map(|(n, ms)| (*n, ms.to_vec())).collect()
         };
         for (name, ms) in &chosen {
-            let s = bench::SHAPES.iter().find(|s| s.name == *name).expect("shape");
+            let s = all_shapes.iter().find(|s| s.name == *name).expect("shape");
             let r = bench::decode_variants(&gpu, &stream, *s, ms, copy, &variants)?;
             for (l, x) in &r {
                 if let Some(x) = x {
@@ -432,7 +458,7 @@ fn bench_cmd(args: &[String]) -> Res {
         };
         let mut all = Vec::new();
         for name in names {
-            let s = bench::SHAPES.iter().find(|s| s.name == name).expect("shape");
+            let s = all_shapes.iter().find(|s| s.name == name).expect("shape");
             for t in moe4::timeline::decode_timeline(&gpu, &stream, *s, &sizes(vec![1, 2, 4, 8, 16, 64]), 15)? {
                 eprintln!("  {} M={} {:.1} us (traced) clock {:.2} GHz", t.shape, t.m, t.call_us, t.clock_ghz);
                 all.push(t);
