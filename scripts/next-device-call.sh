@@ -29,7 +29,8 @@
 # gain). Thirteenth session: PART=34 (n64 tails of the n256 kernels),
 # PART=33 (the decode grid at small batches), PART=3 on an
 # H200 (its last tables are run 109's). Fourteenth: PART=36,3 (run 122),
-# PART=37 (FC1's grid on other small layers, custom bench shapes).
+# PART=37 (FC1's grid on other small layers, custom bench shapes; run
+# 123), PART=38 (the rule FC1_FEW_PAIRS against the one it replaced).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -584,6 +585,30 @@ elif [ "$PART" = 35 ]; then
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
   done
+elif [ "$PART" = 38 ]; then
+  # Issue 3: the landed rule FC1_FEW_PAIRS (FC1 of the `_rt` kernels with
+  # at most 8 pairs on 4 warps x 3 blocks per SM) against the rule it
+  # replaces (8 warps on every resident block: `wide1=true,fc1_blocks=
+  # 100000`, clamped to the resident count), only at the points the rule
+  # governs (top-8 / top-6 layers at M = 1, top-4 at M = 1-2; the large
+  # layers route with the routing kernel and keep their rules). Predicted
+  # from run 123: Qwen3 M = 1 -9 %, Qwen1.5 -4 to -5 %, OLMoE -5 %, Qwen3
+  # top-4 M = 2 -9 %, the rest within 1 %. Then the tests and the table.
+  run info-own 90 /tmp/b1/moe4 info
+  D8=Qwen3-30B-A3B,OLMoE:2048:1024:64:8,DSV2-Lite:2048:1408:64:6,Small:1024:512:32:8
+  D4=GPT-OSS-120B,Qwen1.5-MoE:2048:1408:60:4,Qwen3-top4:2048:768:128:4
+  run log-own 30 env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench decode --shape $D8,$D4 --m 1
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $D8 --m 1
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $D4 --m 1,2
+    run ab-old-r$r 30 /tmp/b1/moe4 bench decode --shape $D8 --m 1 --tuning wide1=true,fc1_blocks=100000
+    run ab-old-r$r 30 /tmp/b1/moe4 bench decode --shape $D4 --m 1,2 --tuning wide1=true,fc1_blocks=100000
+  done
+  run test-decode 200 /tmp/b1/test-decode --test-threads=2
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-decode 90 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
 elif [ "$PART" = 37 ]; then
   # Issue 3, from run 122 (PART=36): FC1 on 4 warps x 396 blocks beat the
   # default only at Qwen3 M = 1 (-10 %; with FC2 on 4 warps x 396 too,

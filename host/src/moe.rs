@@ -140,6 +140,25 @@ pub const ROUTE_BLOCKS_FROM: usize = 2560;
 /// (124 MB: -1.5 %), DeepSeek-V3 and Mixtral M = 1 (176 MB: -3.2, -2.6 %).
 /// (Run 41's 256 MB predates the 8-warp FC kernels' rules and `fdiv`.)
 pub const FC_ROUTE_MAX_BYTES: f64 = 72e6;
+/// FC1 of the `_rt` kernels (layers of at most [`FC_ROUTE_MAX_BYTES`]) with
+/// at most this many pairs (one token of top-8) runs on the 4-warp kernel
+/// and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM, FC2 by its own rules.
+///
+/// Measured (runs 122-123, H100, three alternating rounds; against FC1 on
+/// the 8-warp kernel at its 3 resident blocks per SM, the rule of run 63
+/// that this replaces): Qwen3-30B-A3B M = 1 -9.4 / -9.7 %, Qwen1.5-MoE
+/// (2048:1408:60:4) M = 1 / 2 -5.0 / -3.8 %, Qwen3 at top-4 M = 2 -9.2 %,
+/// OLMoE (2048:1024:64:8) M = 1 -5.2 %, a 1024:512:32:8 layer -1.8 %, and
+/// within 0.5 % at GPT-OSS-120B M = 1, DeepSeek-V2-Lite (2048:1408:64:6)
+/// M = 1 and Qwen3 top-4 M = 1. On every resident 4-warp block (5 per SM)
+/// the gain was about half (Qwen3 M = 1 -4.2 %) and GPT-OSS M = 1 lost
+/// 1.7 %. Why fewer blocks help is not isolated (perf-notes, fourteenth
+/// session: not room for FC2's blocks alone).
+pub const FC1_FEW_PAIRS: usize = 8;
+/// FC1's blocks per SM under [`FC1_FEW_PAIRS`] (of the 4-warp `_rt`
+/// kernel's 5 resident): at Qwen3 M = 1, 2 / 3 / 4 / 5 / 6 per SM measured
+/// 16.4 / 15.1 / 15.9 / 16.5 / 16.5 µs (run 120, FC2 on the same grid).
+pub const FC1_FEW_BLOCKS_PER_SM: u32 = 3;
 /// Layers of at most this many experts route on one block up to
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
 pub const FEW_EXPERTS: usize = 16;
@@ -231,7 +250,8 @@ pub struct Tuning {
     /// `None`: [`route_blocks_from`] of the layer's expert count.
     pub route_blocks_from: Option<usize>,
     /// Blocks of the FC grids (`None`: as many as stay resident on the
-    /// GPU). A small grid makes a small layer take several rounds per warp
+    /// GPU, but [`FC1_FEW_BLOCKS_PER_SM`] per SM for FC1 under
+    /// [`FC1_FEW_PAIRS`]). A small grid makes a small layer take several rounds per warp
     /// (decode: whole rounds, then split ones, [`fc_split`]; prefill: more
     /// tiles per block), which the tests use to reach those paths without a
     /// full-size layer.
@@ -530,14 +550,12 @@ impl MoeWeights {
     /// tie, the 8-warp kernel was measured 0-12 % faster on the layers that
     /// route with the routing launch (run 57, docs/gpu-results.md), while
     /// the `_rt` kernels (`rt`, small layers and batches) keep a 5 per cent
-    /// preference for the 4-warp one (more chunks in flight per warp),
-    /// except for FC1 with at most 8 `pairs` (one token): there the 8-warp
-    /// FC1 measured 0-15 % faster with FC2's weights copied before its wait
-    /// (run 63: V4-Flash M = 1 34.8 against 40.9 µs, V4-Pro 76 against 80,
-    /// Qwen3 19.0 against 19.3).
+    /// preference for the 4-warp one (more chunks in flight per warp).
+    /// FC1 with at most [`FC1_FEW_PAIRS`] `pairs` in the `_rt` kernels runs
+    /// on 4 warps and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM (see there).
     fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool, pairs: u32) -> Result<bool> {
-        if rt && fc == "1" && pairs <= 8 {
-            return Ok(true);
+        if rt && fc == "1" && pairs as usize <= FC1_FEW_PAIRS {
+            return Ok(false);
         }
         let gpu = &self.gpu;
         let (n4, n8) = (format!("moe_fc{fc}_bf16_nt1"), format!("moe_fc{fc}_bf16_nt1_w8"));
@@ -863,7 +881,9 @@ impl MoeWeights {
             let resident = gpu.resident_blocks(n, threads, smem)?;
             Ok(blocks.map_or(resident, |b| b.clamp(1, resident)))
         };
-        let blocks1 = tune.fc1_blocks.or(tune.fc_blocks);
+        let blocks1 = tune.fc1_blocks.or(tune.fc_blocks).or_else(|| {
+            (route_in_fc && pairs as usize <= FC1_FEW_PAIRS).then(|| FC1_FEW_BLOCKS_PER_SM * gpu.sm_count())
+        });
         let grid1 = fc_grid(&n1, threads1, smem1, blocks1)?;
         let grid2 = fc_grid(&n2, threads2, smem2, tune.fc_blocks)?;
         // FC2 in slices (builds with the `_sl` kernels): where its queue is

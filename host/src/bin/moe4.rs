@@ -355,9 +355,7 @@ fn bench_cmd(args: &[String]) -> Res {
     if let Some(f) = &shape_filter {
         if let Some(bad) = f.iter().find(|n| !all_shapes.iter().any(|s| s.name == **n)) {
             let names: Vec<&str> = bench::SHAPES.iter().map(|s| s.name).collect();
-            return Err(
-                format!("unknown shape {bad:?} (one of {}, or NAME:H:I:E:K)", names.join(", ")).into()
-            );
+            return Err(format!("unknown shape {bad:?} (one of {}, or NAME:H:I:E:K)", names.join(", ")).into());
         }
     }
     let m_filter: Option<Vec<usize>> = match flag(args, "--m") {
