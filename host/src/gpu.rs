@@ -35,6 +35,10 @@ struct Func {
     occupancy: Mutex<HashMap<(u32, u32), u32>>,
 }
 
+/// A launch as `MOE4_LOG_LAUNCHES` prints it: kernel, grid, threads, shared
+/// memory bytes.
+type LaunchConfig4 = (String, u32, u32, u32);
+
 /// A GPU with moe4's kernels loaded.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
@@ -51,7 +55,7 @@ pub struct Gpu {
     globals: std::collections::HashSet<String>,
     /// With `MOE4_LOG_LAUNCHES` set: the launch configurations already
     /// printed (each distinct kernel, grid, block and shared memory once).
-    logged: Option<Mutex<std::collections::HashSet<(String, u32, u32, u32)>>>,
+    logged: Option<Mutex<std::collections::HashSet<LaunchConfig4>>>,
 }
 
 /// The names of the visible global variables a PTX module defines.

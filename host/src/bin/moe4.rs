@@ -5,6 +5,9 @@
 //! moe4 smoke                     single-instruction GPU checks against the CPU
 //! moe4 bench <decode|prefill|w4a4|peak|tune|route|timeline|all> [--quick] [--json FILE]
 //!            [--shape NAME[,NAME]] [--m N[,N]] [--tuning KEY=VALUE[,...]]
+//!                                (--shape: a bench shape or NAME:H:I:E:K, e.g.
+//!                                OLMoE:2048:1024:64:8; MOE4_LOG_LAUNCHES=1 prints
+//!                                each launch configuration once)
 //!                                (--tuning: decode under those settings, see Tuning::with)
 //!                                (timeline: where each kernel of a decode call starts,
 //!                                waits and ends; needs a `trace` build in MOE4_PTX_FILE)
@@ -330,7 +333,7 @@ fn parse_shape(spec: &str) -> Result<bench::Shape, Box<dyn std::error::Error>> {
         return Err(bad().into());
     }
     let n: Vec<usize> = parts[1..].iter().map(|p| p.parse()).collect::<Result<_, _>>().map_err(|_| bad())?;
-    if n.iter().any(|&v| v == 0) || n[3] > n[2] {
+    if n.contains(&0) || n[3] > n[2] {
         return Err(format!("{}: every size must be positive and top-k at most the experts", bad()).into());
     }
     let name: &'static str = Box::leak(parts[0].to_string().into_boxed_str());
@@ -828,4 +831,18 @@ fn run_w4a4(args: &[String]) -> Res {
         api.offset_error_count(&stream)?
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_shape;
+
+    #[test]
+    fn custom_bench_shapes() {
+        let s = parse_shape("OLMoE:2048:1024:64:8").unwrap();
+        assert_eq!((s.name, s.h, s.i, s.e, s.topk), ("OLMoE", 2048, 1024, 64, 8));
+        for bad in ["OLMoE:2048:1024:64", "X:2048:1024:64:8:1", "X:2048:0:64:8", "X:2048:1024:4:8", "X:a:1:1:1"] {
+            assert!(parse_shape(bad).is_err(), "{bad}");
+        }
+    }
 }
