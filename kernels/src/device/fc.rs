@@ -656,9 +656,9 @@ pub(super) fn post<const BF16: bool>() -> f32 {
     f32::from_bits(((if BF16 { BF16_POST_LOG2 } else { F16_POST_LOG2 } + 127) as u32) << 23)
 }
 
-/// Expert `e`'s global scales, `alpha_a` and (FC1, the up rows) `alpha_b`,
-/// for a prefill epilogue's caller that loads them ahead of it.
-#[cfg(moe4_arch = "sm_90a")]
+/// Expert `e`'s global scales, `alpha_a` and (FC1, the up rows) `alpha_b`
+/// (FC2: 0): every epilogue's, loaded where it wants them (the `wgmma`
+/// prefill kernels ahead of their last MMAs' drain).
 #[inline(always)]
 pub(super) unsafe fn global_scales<const FC1: bool>(p: &FcParams, e: u32) -> (f32, f32) {
     (ldg_f32(p.alpha_a + 4 * e as u64), if FC1 { ldg_f32(p.alpha_b + 4 * e as u64) } else { 0.0 })
@@ -678,8 +678,8 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
     // The first layout task (32 rows) of this task.
     let r = (task - gi * plan.tpe) * (MT / 2) as u32;
     if FC1 {
-        let ag = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
-        let au = ldg_f32(p.alpha_b + 4 * epi.e as u64) * post::<BF16>();
+        let (ag, au) = global_scales::<true>(p, epi.e);
+        let (ag, au) = (ag * post::<BF16>(), au * post::<BF16>());
         store_h::<BF16, NT, MT, false>(p, acc, ag, au, r, gi * 8 * NT as u32, epi.n_grp);
         if G::ON {
             // The task's h rows are out: count them in the group's counter
@@ -695,7 +695,7 @@ unsafe fn finish<const FC1: bool, const BF16: bool, const NT: usize, const MT: u
             }
         }
     } else {
-        let a2 = ldg_f32(p.alpha_a + 4 * epi.e as u64) * post::<BF16>();
+        let a2 = global_scales::<false>(p, epi.e).0 * post::<BF16>();
         let mut scale = epi.w;
         unroll!(NT, |j| unroll!(2, |u| scale[j][u] *= a2));
         store_y::<NT, MT>(p, acc, r, &epi.pair, &scale);
@@ -1174,9 +1174,8 @@ pub(super) unsafe fn epilogue_fc1<const BF16: bool, const NT: usize, const PERM:
     n_grp: u32,
     post: f32,
 ) {
-    let ag = ldg_f32(p.alpha_a + 4 * e as u64) * post;
-    let au = ldg_f32(p.alpha_b + 4 * e as u64) * post;
-    store_h::<BF16, NT, MTILES, PERM>(p, acc, ag, au, r, hrow0, n_grp);
+    let (ag, au) = global_scales::<true>(p, e);
+    store_h::<BF16, NT, MTILES, PERM>(p, acc, ag * post, au * post, r, hrow0, n_grp);
 }
 
 /// FC1 epilogue into a shared staging tile (the `wgmma` prefill):
@@ -1326,7 +1325,7 @@ pub(super) unsafe fn epilogue_fc2_with<const BF16: bool, const NT: usize>(
 ) {
     let lane = tid() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let a2 = ldg_f32(p.alpha_a + 4 * e as u64) * post;
+    let a2 = global_scales::<false>(p, e).0 * post;
     let y16 = p.y16 != 0;
     unroll!(NT.div_ceil(8), |h| {
         let mut pair = [[u32::MAX; 2]; 8];
