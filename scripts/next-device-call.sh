@@ -30,7 +30,8 @@
 # PART=33 (the decode grid at small batches), PART=3 on an
 # H200 (its last tables are run 109's). Fourteenth: PART=36,3 (run 122),
 # PART=37 (FC1's grid on other small layers, custom bench shapes; run
-# 123), PART=38 (the rule FC1_FEW_PAIRS against the one it replaced).
+# 123), PART=38 (the rule FC1_FEW_PAIRS against the one it replaced;
+# run 124), PART=39,3 (6237da3 bit for bit against 967c2c9, the tables).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -585,6 +586,14 @@ elif [ "$PART" = 35 ]; then
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
   done
+elif [ "$PART" = 39 ]; then
+  # 6237da3 (`global_scales` in every epilogue: the decode FC1 kernels'
+  # gate-scale multiply moved after the up scale's load, the same
+  # instructions): the layer's outputs bit for bit against the previous
+  # PTX (967c2c9's sm_90a, `.gpu/exp/prev-sm90a.ptx.gz`), then PART=3.
+  gunzip -c "$C/exp/prev-sm90a.ptx.gz" > /tmp/prev.ptx
+  run info-own 90 /tmp/b1/moe4 info
+  run compare-prev 200 /tmp/b1/moe4 compare-ptx /tmp/prev.ptx
 elif [ "$PART" = 38 ]; then
   # Issue 3: the landed rule FC1_FEW_PAIRS (FC1 of the `_rt` kernels with
   # at most 8 pairs on 4 warps x 3 blocks per SM) against the rule it
