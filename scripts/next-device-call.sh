@@ -31,7 +31,8 @@
 # H200 (its last tables are run 109's). Fourteenth: PART=36,3 (run 122),
 # PART=37 (FC1's grid on other small layers, custom bench shapes; run
 # 123), PART=38 (the rule FC1_FEW_PAIRS against the one it replaced;
-# run 124), PART=39,3 (6237da3 bit for bit against 967c2c9, the tables).
+# run 124), PART=39,3 (6237da3 bit for bit against 967c2c9, the tables;
+# run 125), PART=40 (the final commit's choices; FC2 at few pairs).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -586,6 +587,22 @@ elif [ "$PART" = 35 ]; then
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
   done
+elif [ "$PART" = 40 ]; then
+  # The final commit's decode choices (launch log: FC1 `_nt1_rt` x 396 at
+  # Qwen3 M = 1 as in run 124) and tests; then data for an FC2 rule in the
+  # few-pairs regime: FC2 on 4 warps x 396 (`wide=false,fc_blocks=396`;
+  # FC1 is on that already) against its own rules, on layers whose FC2
+  # tasks have 8-48 chunks (run 123: -5 % at 22 chunks, +9 % at GPT-OSS's
+  # 45). Predicted: gains up to ~24 chunks, losses from ~32.
+  run info-own 90 /tmp/b1/moe4 info
+  DF=Small:1024:512:32:8,Qwen3-30B-A3B,OLMoE:2048:1024:64:8,Qwen1.5-MoE:2048:1408:60:4,K28:2048:1792:64:8,K32:2048:2048:64:6,K40:2048:2560:64:4,GPT-OSS-120B,K48:1024:3072:64:4
+  run log-own 30 env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench decode --shape $DF --m 1
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $DF --m 1
+    run ab-f2w4b396-r$r 30 /tmp/b1/moe4 bench decode --shape $DF --m 1 --tuning wide=false,fc_blocks=396
+  done
+  run test-decode 200 /tmp/b1/test-decode --test-threads=2
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
 elif [ "$PART" = 39 ]; then
   # 6237da3 (`global_scales` in every epilogue: the decode FC1 kernels'
   # gate-scale multiply moved after the up scale's load, the same

@@ -159,6 +159,14 @@ pub const FC1_FEW_PAIRS: usize = 8;
 /// kernel's 5 resident): at Qwen3 M = 1, 2 / 3 / 4 / 5 / 6 per SM measured
 /// 16.4 / 15.1 / 15.9 / 16.5 / 16.5 µs (run 120, FC2 on the same grid).
 pub const FC1_FEW_BLOCKS_PER_SM: u32 = 3;
+
+/// FC1's grid where [`FC1_FEW_PAIRS`] governs it: a call of at most that
+/// many `pairs` whose FC1 is the 4-warp `_rt` kernel (`four_warp_rt`; the
+/// rule picks it there unless a tuning forces another) gets
+/// [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM; `None`: every resident block.
+fn fc1_few_pairs_blocks(four_warp_rt: bool, pairs: usize, sm_count: u32) -> Option<u32> {
+    (four_warp_rt && pairs <= FC1_FEW_PAIRS).then_some(FC1_FEW_BLOCKS_PER_SM * sm_count)
+}
 /// Layers of at most this many experts route on one block up to
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
 pub const FEW_EXPERTS: usize = 16;
@@ -881,9 +889,11 @@ impl MoeWeights {
             let resident = gpu.resident_blocks(n, threads, smem)?;
             Ok(blocks.map_or(resident, |b| b.clamp(1, resident)))
         };
-        let blocks1 = tune.fc1_blocks.or(tune.fc_blocks).or_else(|| {
-            (route_in_fc && pairs as usize <= FC1_FEW_PAIRS).then(|| FC1_FEW_BLOCKS_PER_SM * gpu.sm_count())
-        });
+        let four_warp_rt = n1 == format!("moe_fc1_{}_nt1_rt", T::NAME);
+        let blocks1 = tune
+            .fc1_blocks
+            .or(tune.fc_blocks)
+            .or_else(|| fc1_few_pairs_blocks(four_warp_rt, pairs as usize, gpu.sm_count()));
         let grid1 = fc_grid(&n1, threads1, smem1, blocks1)?;
         let grid2 = fc_grid(&n2, threads2, smem2, tune.fc_blocks)?;
         // FC2 in slices (builds with the `_sl` kernels): where its queue is
@@ -1039,6 +1049,17 @@ impl MoeWeights {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fc1_grid_at_few_pairs() {
+        // One token of top-8 on 132 SMs: 396 blocks of the 4-warp kernel.
+        assert_eq!(fc1_few_pairs_blocks(true, 8, 132), Some(396));
+        assert_eq!(fc1_few_pairs_blocks(true, 1, 132), Some(396));
+        // More pairs, or another FC1 kernel (the routing kernel's layers,
+        // a forced 8-warp one): every resident block.
+        assert_eq!(fc1_few_pairs_blocks(true, 9, 132), None);
+        assert_eq!(fc1_few_pairs_blocks(false, 8, 132), None);
+    }
 
     fn some_tuning() -> Tuning {
         Tuning {
