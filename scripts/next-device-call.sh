@@ -597,12 +597,12 @@ elif [ "$PART" = 40 ]; then
   run info-own 90 /tmp/b1/moe4 info
   DF=Small:1024:512:32:8,Qwen3-30B-A3B,OLMoE:2048:1024:64:8,Qwen1.5-MoE:2048:1408:60:4,K28:2048:1792:64:8,K32:2048:2048:64:6,K40:2048:2560:64:4,GPT-OSS-120B,K48:1024:3072:64:4
   run log-own 30 env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench decode --shape $DF --m 1
+  run test-decode 160 /tmp/b1/test-decode --test-threads=2
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
   for r in 1 2 3; do
     run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $DF --m 1
     run ab-f2w4b396-r$r 30 /tmp/b1/moe4 bench decode --shape $DF --m 1 --tuning wide=false,fc_blocks=396
   done
-  run test-decode 200 /tmp/b1/test-decode --test-threads=2
-  run test-limits 60 /tmp/b1/test-limits --test-threads=2
 elif [ "$PART" = 39 ]; then
   # 6237da3 (`global_scales` in every epilogue: the decode FC1 kernels'
   # gate-scale multiply moved after the up scale's load, the same
