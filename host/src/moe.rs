@@ -152,8 +152,11 @@ pub const FC_ROUTE_MAX_BYTES: f64 = 72e6;
 /// within 0.5 % at GPT-OSS-120B M = 1, DeepSeek-V2-Lite (2048:1408:64:6)
 /// M = 1 and Qwen3 top-4 M = 1. On every resident 4-warp block (5 per SM)
 /// the gain was about half (Qwen3 M = 1 -4.2 %) and GPT-OSS M = 1 lost
-/// 1.7 %. Why fewer blocks help is not isolated (perf-notes, fourteenth
-/// session: not room for FC2's blocks alone).
+/// 1.7 %. Verified against the old rule (run 124, another H100, three
+/// rounds): Qwen3 M = 1 -9.8 % (17.6 -> 15.9 µs), OLMoE -4.4 %, Qwen1.5
+/// -4.7 / -3.5 %, Qwen3 top-4 M = 2 -9.3 %, the rest within 0.8 %. Why
+/// fewer blocks help is not isolated (perf-notes, fourteenth session: not
+/// room for FC2's blocks alone).
 pub const FC1_FEW_PAIRS: usize = 8;
 /// FC1's blocks per SM under [`FC1_FEW_PAIRS`] (of the 4-warp `_rt`
 /// kernel's 5 resident): at Qwen3 M = 1, 2 / 3 / 4 / 5 / 6 per SM measured
