@@ -3,9 +3,10 @@
 //! top-k (`MAX_TOPK`), the smallest H and I (64: one K chunk per task),
 //! one dimension 64 and the other 4096 each way, a single expert with
 //! top-1, and every one of the most experts with a narrow prefill tail
-//! (the routing's packed group counts at their largest). Each M is run on the path `forward` picks and forced onto the
-//! other one (decode and prefill kernels must both take every valid
-//! shape), with -1 and out-of-range ids mixed in. Outputs are poisoned
+//! (the routing's packed group counts at their largest). Each M is run on
+//! the path `forward` picks and forced onto the other one (decode and
+//! prefill kernels must both take every valid shape), with -1 and
+//! out-of-range ids mixed in. Outputs are poisoned
 //! before every run; every element must come back finite.
 
 mod common;

@@ -239,10 +239,9 @@ impl Gpu {
     }
 
     /// An error naming the kernel and the limit if `smem` is more dynamic
-    /// shared memory than a block may have here.
-    /// Checks a launch's shared memory against the GPU's limit and, with
-    /// `MOE4_LOG_LAUNCHES` set (for tuning: which kernels and grids the
-    /// host picks), prints each distinct configuration once to stderr.
+    /// shared memory than a block may have here; with `MOE4_LOG_LAUNCHES`
+    /// set (for tuning: which kernels and grids the host picks), each
+    /// distinct launch configuration is also printed once to stderr.
     fn check_launch(&self, name: &str, grid: u32, threads: u32, smem: u32) -> Result<()> {
         if let Some(logged) = &self.logged {
             if logged.lock().expect("launch log").insert((name.to_string(), grid, threads, smem)) {
