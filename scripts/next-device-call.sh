@@ -33,6 +33,7 @@
 # 123), PART=38 (the rule FC1_FEW_PAIRS against the one it replaced;
 # run 124), PART=39,3 (6237da3 bit for bit against 967c2c9, the tables;
 # run 125), PART=40 (the final commit's choices; FC2 at few pairs).
+# Fifteenth: PART=41 (the combine inside FC2, `fcomb`), then PART=40.
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -63,7 +64,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -585,6 +586,37 @@ elif [ "$PART" = 35 ]; then
     run ab-w4-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning wide=false
     for b in 132 264; do
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
+    done
+  done
+elif [ "$PART" = 41 ]; then
+  # Issue 5: the combine inside FC2 (`cargo xtask exp-ptx pf-fcomb fcomb`):
+  # the n256 FC2's tiles count arrivals per (token, 128 rows); the tile
+  # that completes a token sums its y rows there in k order (the combine's
+  # bits), synchronously in its epilogue; no combine kernel. Only on the
+  # n256 kernels without narrow tails, so the A/B is n256 + combine
+  # (`narrow_tail=false`, own PTX) against n256 + fused (same tuning, the
+  # fcomb PTX); the default (mix256) once for scale. Predicted at M = 8192:
+  # Qwen3 -2 to +2 % (103 us of combine gone, ~2-3 us per FC2 tile of
+  # atomics and owner loads added, ~31 tiles per block), DeepSeek-V3 +0 to
+  # +5 % (its tiles are 3x longer but 163 per block), Mixtral (top-2) -1 to
+  # -3 %. Tests first: the new bit-for-bit test against the combine kernel,
+  # all prefill tests and both sanitizers under the fcomb PTX.
+  run info-own 90 /tmp/b1/moe4 info
+  # `fcomb2`: each thread sums two owned pieces at a time, all their
+  # loads in flight (one memory latency for up to 32 owned tokens instead
+  # of two): predicted ~1 us per FC2 tile less than `fcomb`.
+  for x in fcomb fcomb2; do
+    run info-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 info
+    run test-prefill-$x 180 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/test-prefill --test-threads=2
+    run memcheck-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+    run racecheck-$x 90 env MOE4_PTX_FILE=/tmp/pf-$x.ptx "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  done
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  run default-mix256 60 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  for r in 1 2 3; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning narrow_tail=false
+    for x in fcomb fcomb2; do
+      run ab-$x-r$r 60 env MOE4_PTX_FILE=/tmp/pf-$x.ptx /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning narrow_tail=false
     done
   done
 elif [ "$PART" = 40 ]; then

@@ -230,3 +230,68 @@ fn prefill_one_chunk_k() {
     // Few blocks, so each runs many tiles.
     every_variant(&gpu, "K = 64", 91, (5, 64, 64, 2, 700), |t| Tuning { fc_blocks: Some(3), ..t });
 }
+
+/// The combine inside FC2 (builds with the `_fc` kernels, `moe4_exp =
+/// "fcomb"`) against the combine kernel on the same 256-pair FC2, bit for
+/// bit, bf16 and f16, and both against the reference: a partial last
+/// 128-row block (H = 2880), top-1 (every pair its token's last), top-8,
+/// all tokens on one expert, tokens whose ids are all -1 (their rows must
+/// be zeros) or out of range, and few blocks (many tiles per block). The
+/// scratch, the counters included, is poisoned before each run.
+#[test]
+fn fused_combine_equals_the_combine() {
+    let Some(gpu) = gpu("fused_combine_equals_the_combine") else { return };
+    if !gpu.has_kernel("moe_pfw2_bf16_n256_fc") {
+        report("SKIPPED fused_combine_equals_the_combine: the loaded PTX has no `_fc` kernels (moe4_exp = \"fcomb\")");
+        return;
+    }
+    let s = gpu.context().default_stream();
+    let mut rng = Rng(99);
+    let base = Tuning { wgmma: true, wgmma_cols: Some(256), narrow_tail: false, ..Tuning::defaults(&gpu) };
+    // (E, H, I, top-k, M, one expert only, blocks)
+    let cases = [
+        (8, 512, 256, 2, 1000, false, None),
+        (6, 2880, 192, 3, 700, false, None),
+        (16, 1024, 512, 1, 4096, false, None),
+        (16, 256, 128, 8, 600, false, Some(3)),
+        (4, 384, 192, 2, 900, true, None),
+    ];
+    for (e, h, i, topk, m, one, blocks) in cases {
+        let layer = random_layer(&mut rng, e, h, i);
+        let w = MoeWeights::new(&gpu, &s, &layer, Activation::Silu).unwrap();
+        let mut ws = Workspace::new(&w, &s, m, topk).unwrap();
+        ws.set_path(ForwardPath::Prefill);
+        let x = rng.vec(m * h, 1.0);
+        let (mut ids, tw) = routing(&mut rng, m, e, topk);
+        if one {
+            ids.iter_mut().for_each(|id| *id = 0);
+        }
+        for p in (5..ids.len()).step_by(7) {
+            ids[p] = -1;
+        }
+        // Token 0 without a valid id; token 1 with one out of range.
+        ids[..topk].iter_mut().for_each(|id| *id = -1);
+        ids[topk] = e as i32 + 3;
+        let label = format!("E={e} H={h} I={i} top-{topk} M={m}{}", if one { " one expert" } else { "" });
+        macro_rules! check {
+            ($t:ty) => {{
+                *ws.tuning_mut() = Tuning { fused_combine: Some(false), fc_blocks: blocks, ..base };
+                let want = forward::<$t>(&w, &mut ws, &s, &x, &ids, &tw, "combine kernel");
+                *ws.tuning_mut() = Tuning { fused_combine: Some(true), fc_blocks: blocks, ..base };
+                let got = forward::<$t>(&w, &mut ws, &s, &x, &ids, &tw, "fused combine");
+                let same = got.iter().zip(&want).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
+                let err = rel_l2(&got, &reference::<$t>(&layer, Activation::Silu, &x, &ids, &tw, topk));
+                report(&format!(
+                    "fused combine {} {label}: {same} of {} outputs equal to the combine kernel's; rel L2 error {err:.2e}",
+                    stringify!($t),
+                    got.len()
+                ));
+                assert_eq!(same, got.len(), "{label} {}", stringify!($t));
+                assert!(got[..h].iter().all(|&v| v == 0.0), "{label}: token 0 (no valid id) not zero");
+                assert!(err < 1e-2, "{label}: {err}");
+            }};
+        }
+        check!(bf16);
+        check!(f16);
+    }
+}

@@ -902,12 +902,22 @@ const PREFILL_ROUNDS: usize = 3;
 /// path where it is still sensible), with cuBLAS on the same FLOPs. Each
 /// variant's time is the best of three rounds (`PREFILL_ROUNDS`, alternating
 /// order), each round the median of 5 calls after 2 warm-up calls; cuBLAS
-/// is timed the same way in the same rounds.
-pub fn prefill(gpu: &Arc<Gpu>, stream: &Arc<CudaStream>, shape: Shape, ms: &[usize]) -> Result<Vec<PrefillResult>> {
+/// is timed the same way in the same rounds. `tuning`: the workspace's
+/// settings (the defaults if `None`), from which the variants derive.
+pub fn prefill(
+    gpu: &Arc<Gpu>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    ms: &[usize],
+    tuning: Option<Tuning>,
+) -> Result<Vec<PrefillResult>> {
     let act = if shape.name.starts_with("GPT-OSS") { Activation::GPT_OSS } else { Activation::Silu };
     let w = MoeWeights::random(gpu, stream, shape.e, shape.h, shape.i, act, 1.0 / 256.0, 9)?;
     let max_m = *ms.iter().max().unwrap_or(&1);
     let mut ws = Workspace::new(&w, stream, max_m, shape.topk)?;
+    if let Some(t) = tuning {
+        *ws.tuning_mut() = t;
+    }
     let mut rng = Lcg(777);
     let pool: Vec<i32> = (0..shape.e as i32).collect();
     let mut res = Vec::new();

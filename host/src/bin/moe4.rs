@@ -8,7 +8,8 @@
 //!                                (--shape: a bench shape or NAME:H:I:E:K, e.g.
 //!                                OLMoE:2048:1024:64:8; MOE4_LOG_LAUNCHES=1 prints
 //!                                each launch configuration once)
-//!                                (--tuning: decode under those settings, see Tuning::with)
+//!                                (--tuning: decode, or prefill and its variants, under
+//!                                those settings, see Tuning::with)
 //!                                (timeline: where each kernel of a decode call starts,
 //!                                waits and ends; needs a `trace` build in MOE4_PTX_FILE)
 //! moe4 info                      the GPU and the PTX build moe4 picks for it
@@ -473,10 +474,16 @@ fn bench_cmd(args: &[String]) -> Res {
         json.push(moe4::timeline::timeline_json(&all));
     }
     if kind == "prefill" || kind == "all" {
+        // `--tuning`: the workspace's settings, from which every prefill
+        // variant of the table is derived.
+        let tuning = flag(args, "--tuning").map(|t| moe4::Tuning::defaults(&gpu).with(t)).transpose()?;
+        if let Some(t) = &tuning {
+            println!("# prefill tuning: {t:?}");
+        }
         let ms = sizes(if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] });
         let mut all = Vec::new();
         for s in &shapes {
-            let r = bench::prefill(&gpu, &stream, *s, &ms)?;
+            let r = bench::prefill(&gpu, &stream, *s, &ms, tuning)?;
             for x in &r {
                 eprintln!(
                     "  {} M={} prefill {:.0} us (y f32 {:?}, stages {:?}) decode {:?} us {:.0} TFLOP/s (cuBLAS {:.0})",
