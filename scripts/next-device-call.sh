@@ -589,7 +589,8 @@ elif [ "$PART" = 35 ]; then
     done
   done
 elif [ "$PART" = 41 ]; then
-  # Issue 5: the combine inside FC2 (`cargo xtask exp-ptx pf-fcomb fcomb`):
+  # Issue 5: the combine inside FC2 (`cargo xtask exp-ptx pf-fcomb fcomb`
+  # on commit b5b8de1, whose bundle has the host side; run 126, removed):
   # the n256 FC2's tiles count arrivals per (token, 128 rows); the tile
   # that completes a token sums its y rows there in k order (the combine's
   # bits), synchronously in its epilogue; no combine kernel. Only on the

@@ -38,15 +38,12 @@ use crate::reference::Activation;
 use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
-    combine_outputs_per_thread, fc_kernel_smem_bytes, fc_slices, fc_split, fc_split_div, fcomb_words, pf_smem_bytes,
+    combine_outputs_per_thread, fc_kernel_smem_bytes, fc_slices, fc_split, fc_split_div, pf_smem_bytes,
     pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes,
-    route_split, FCOMB_LIST_BYTES, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX,
-    FC_WARPS_WIDE, PFW256_COLS, PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
-    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS,
+    PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
-use moe4_kernels::params::{
-    ActKind, CombineDpParams, CombineParams, FcCombParams, FcDpParams, FcParams, PermuteParams, RouteParams,
-};
+use moe4_kernels::params::{ActKind, CombineDpParams, CombineParams, FcDpParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
 
 /// Most (token, k) pairs one forward call may route.
@@ -211,11 +208,6 @@ pub struct Workspace {
     /// The `_dp` decode FC kernels' readiness counters
     /// ([`moe4_kernels::params::FcDpParams::ready`]): zero between calls.
     ready: CudaSlice<u32>,
-    /// The combine inside the prefill FC2 ([`Tuning::fused_combine`]): per
-    /// token a mask and a counter per 128 output rows
-    /// ([`moe4_kernels::params::FcCombParams`]), set by `moe_fcomb_init`
-    /// in each call that uses them.
-    comb_counts: CudaSlice<u32>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -315,18 +307,11 @@ pub struct Tuning {
     /// latency: runs 84-86); `Some(true)`: always (an error where the build
     /// lacks the kernels); `Some(false)`: never.
     pub deps: Option<bool>,
-    /// The combine inside the prefill FC2 (the `_fc` instances of the 256-pair
-    /// kernels, builds with `moe4_exp = "fcomb"`; 16-bit y, without the
-    /// narrow tails, top-k <= 32): the tile that completes a token's 128
-    /// output rows sums them, and no combine kernel runs. `None`: where the
-    /// build has the kernels and the call qualifies; `Some(true)`: always
-    /// (an error where it cannot); `Some(false)`: never.
-    pub fused_combine: Option<bool>,
 }
 
 impl Tuning {
     /// The settings [`Tuning::with`] takes: the fields' names.
-    pub const KEYS: [&'static str; 19] = [
+    pub const KEYS: [&'static str; 18] = [
         "pdl",
         "wide",
         "wide1",
@@ -345,7 +330,6 @@ impl Tuning {
         "fc2_slices",
         "w6",
         "deps",
-        "fused_combine",
     ];
 
     /// These settings with some changed by `spec`: `key=value` pairs,
@@ -387,7 +371,6 @@ impl Tuning {
                 "fc2_slices" => self.fc2_slices = opt_num()?,
                 "w6" => self.w6 = opt_flag()?,
                 "deps" => self.deps = opt_flag()?,
-                "fused_combine" => self.fused_combine = opt_flag()?,
                 _ => {
                     return Err(unsupported(
                         "tuning setting",
@@ -421,7 +404,6 @@ impl Tuning {
             fc2_slices: None,
             w6: None,
             deps: None,
-            fused_combine: None,
         }
     }
 }
@@ -485,7 +467,6 @@ impl Workspace {
             route_hist: stream.alloc_zeros(route_hist_words(weights.experts as u32) as usize)?,
             // Counter 0, then one per column group (at most one per pair).
             ready: stream.alloc_zeros(ready_bytes(pairs as u32) as usize / 4)?,
-            comb_counts: stream.alloc_zeros(max_tokens.max(1) * fcomb_words(weights.hidden as u32) as usize)?,
         })
     }
 
@@ -515,24 +496,21 @@ impl Workspace {
         &mut self.tuning
     }
 
-    /// Fills the internal scratch between the kernels (h, y, the fused
-    /// combine's counters) with every byte 0xFF (NaN in h and y), so that
-    /// a test that runs several kernel variants on one workspace sees a
-    /// write one of them skips, instead of a value an earlier variant left
-    /// there.
+    /// Fills the internal scratch between the kernels (h, y) with NaN
+    /// (every byte 0xFF), so that a test that runs several kernel variants
+    /// on one workspace sees a write one of them skips, instead of a value
+    /// an earlier variant left there.
     #[doc(hidden)]
     pub fn poison_scratch(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
-        let (h_len, y_len, c_len) = (self.h.len() * 2, self.y.len() * 4, self.comb_counts.len() * 4);
+        let (h_len, y_len) = (self.h.len() * 2, self.y.len() * 4);
         let (h, _h) = self.h.device_ptr_mut(stream);
         let (y, _y) = self.y.device_ptr_mut(stream);
-        let (c, _c) = self.comb_counts.device_ptr_mut(stream);
         // SAFETY: each pointer covers the whole of its live allocation
         // (`len` elements of 2 or 4 bytes), used on its own stream; any bit
-        // pattern is a valid u16, f32 or u32.
+        // pattern is a valid u16 or f32.
         unsafe {
             cudarc::driver::result::memset_d8_async(h, 0xFF, h_len, stream.cu_stream())?;
             cudarc::driver::result::memset_d8_async(y, 0xFF, y_len, stream.cu_stream())?;
-            cudarc::driver::result::memset_d8_async(c, 0xFF, c_len, stream.cu_stream())?;
         }
         Ok(())
     }
@@ -996,25 +974,6 @@ impl MoeWeights {
         } else {
             (grid1, grid2)
         };
-        // The combine inside FC2: the `_fc` 256-pair FC2 (not the mixed
-        // kernels), 16-bit y, a top-k its masks hold.
-        let n2_fc = format!("moe_pfw2_{}_n256_fc", T::NAME);
-        let fuse_ok = n2 == format!("moe_pfw2_{}_n256", T::NAME)
-            && y16
-            && k <= 32
-            && gpu.has_kernel(&n2_fc)
-            && gpu.has_kernel("moe_fcomb_init");
-        if tune.fused_combine == Some(true) && !fuse_ok {
-            return Err(unsupported(
-                "the combine inside FC2",
-                "forced",
-                "needs a prefill call on the 256-pair kernels without narrow tails, 16-bit y, top-k <= 32, and a build with the `_fc` kernels (moe4_exp = \"fcomb\")",
-            ));
-        }
-        let fused = fuse_ok && tune.fused_combine != Some(false);
-        let (comb_counts, _cc) = ws.comb_counts.device_ptr_mut(stream);
-        let fcomb =
-            FcCombParams { fc: fc2, counts: comb_counts, out: out_ptr, words: fcomb_words(h as u32), m: m as u32 };
         let zero_ready = || -> Result<()> {
             if ready != 0 {
                 // SAFETY: `ready` is the workspace's counter buffer,
@@ -1031,12 +990,6 @@ impl MoeWeights {
             // SAFETY: x holds m x H; y holds max_tokens x k x H f32, more
             // than m x H 16-bit values; H is a multiple of 64.
             unsafe { gpu.launch_dependent(stream, "moe_permute_x", grid, 256, 0, perm, tune.pdl)? };
-        }
-        if fused {
-            let grid = (m as u32).div_ceil(256).min(8 * gpu.sm_count());
-            // SAFETY: comb_counts holds max_tokens x fcomb_words(H) u32, ids
-            // m x k (k <= 32), out m x H (8-byte aligned, H % 64 == 0).
-            unsafe { gpu.launch_dependent(stream, "moe_fcomb_init", grid, 256, 0, fcomb, tune.pdl)? };
         }
         // SAFETY: weights were packed for (E, H, I); h/y hold max_tokens*k
         // rows; x/out/ids/weights lengths were checked; the `_rt` kernels
@@ -1057,16 +1010,11 @@ impl MoeWeights {
             }
             if dp {
                 gpu.launch_dependent(stream, &n2_dp, grid2, threads2, smem2, FcDpParams { fc: fc2, ready }, tune.pdl)?;
-            } else if fused {
-                // (Its own grid: the added shared memory may lower the blocks per SM.)
-                let smem = smem2 + FCOMB_LIST_BYTES;
-                let grid = fc_grid(&n2_fc, threads2, smem, tune.fc_blocks)?;
-                gpu.launch_dependent(stream, &n2_fc, grid, threads2, smem, fcomb, tune.pdl)?;
             } else {
                 gpu.launch_dependent(stream, &n2, grid2, threads2, smem2, fc2, tune.pdl)?;
             }
         }
-        if tune.launches <= 3 || fused {
+        if tune.launches <= 3 {
             return zero_ready();
         }
         let comb = CombineParams { slices, ..comb };
@@ -1136,14 +1084,12 @@ mod tests {
             fc2_slices: None,
             w6: None,
             deps: None,
-            fused_combine: None,
         }
     }
 
     #[test]
     fn tuning_settings_from_text() {
         let t = some_tuning().with("nt=2, wide=false,pdl=false,fc_blocks=132,deps=auto").unwrap();
-        assert_eq!(some_tuning().with("fused_combine=true").unwrap().fused_combine, Some(true));
         assert_eq!(t.nt, Some(2));
         assert_eq!(t.wide, Some(false));
         assert!(!t.pdl);

@@ -399,20 +399,6 @@ pub const fn pfw_smem_bytes(cols: u32) -> u32 {
     PFW_STAGES_MAX * pfw_stage_bytes(cols) + 2 * 8 * cols + 3 * PFW_PRE_SLOT_BYTES + cols * PFW_OUT_STRIDE_FC2 + 1024
 }
 
-/// Output rows per arrival counter of the combine inside FC2
-/// ([`crate::params::FcCombParams`]): one 128-row tile of the n256 kernels.
-pub const FCOMB_ROWS: u32 = 128;
-
-/// Words per token of [`crate::params::FcCombParams::counts`] for a layer
-/// of hidden size `h`: the mask, then a counter per [`FCOMB_ROWS`] rows.
-pub const fn fcomb_words(h: u32) -> u32 {
-    1 + h.div_ceil(FCOMB_ROWS)
-}
-
-/// Shared memory the `_fc` n256 FC2 adds after [`pfw256_smem_bytes`]: the
-/// tile's owned tokens (a count, then (token, mask) per column).
-pub const FCOMB_LIST_BYTES: u32 = 16 + 8 * PFW256_COLS;
-
 /// Pairs per tile of the 128-row `wgmma` prefill kernels (`moe_pfw*_n256`,
 /// `moe_pfw*_mix256`, sm_90a): the routing's `group`.
 pub const PFW256_COLS: u32 = 256;

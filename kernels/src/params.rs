@@ -195,33 +195,6 @@ pub struct FcDpParams {
     pub ready: u64,
 }
 
-/// The prefill FC2 with the combine inside it (`moe_pfw2_*_n256_fc`, the
-/// `moe4_exp = "fcomb"` build) and `moe_fcomb_init`, which prepares its
-/// counters. Per token, `words` u32 at `counts + 4 x words x token`: the
-/// mask of its valid ids (bit j: id j is an expert), then one arrival
-/// counter per [`crate::launch::FCOMB_ROWS`]-row block of the output,
-/// set by `moe_fcomb_init` to minus the number of valid ids. Each FC2
-/// tile adds 1 per pair to its block's counter (after its y rows are
-/// written); the tile that brings a counter to zero sums the token's y
-/// rows of that block in k order, as the combine does, into `out`.
-/// `moe_fcomb_init` also writes zeros to the rows of tokens without a
-/// valid id (no tile owns them).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FcCombParams {
-    /// FC2's parameters (16-bit y: `y16` set), as the instance without
-    /// `_fc` takes them; `fc.topk_ids` and `fc.n_experts` for the init.
-    pub fc: FcParams,
-    /// `u32 [m, words]`: the masks and counters.
-    pub counts: u64,
-    /// The layer's output, `[m, fc.rows]` 16-bit, 8-byte aligned.
-    pub out: u64,
-    /// Words per token: 1 + `fc.rows.div_ceil(FCOMB_ROWS)`.
-    pub words: u32,
-    /// Tokens.
-    pub m: u32,
-}
-
 /// `moe_combine_dp_*`: the combine's parameters and the readiness counters
 /// ([`FcDpParams::ready`]), the first `m x topk + 1` of which it sets to
 /// zero (FC2, which reads them, is complete).

@@ -63,7 +63,10 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
         unroll!(BATCH, |b| {
             if ok[b] {
                 if y16 {
-                    add_y16::<BF16>(&mut acc, v[b]);
+                    unroll!(4, |w| {
+                        acc[2 * w] += from_half_bits::<BF16>(v[b][w]);
+                        acc[2 * w + 1] += from_half_bits::<BF16>(v[b][w] >> 16);
+                    });
                 } else {
                     unroll!(4, |q| acc[q] += f32::from_bits(v[b][q]));
                 }
@@ -71,34 +74,12 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
         });
         j0 += BATCH as u32;
     }
-    // (The same stores as [`store_sum`], which the combine inside FC2 uses;
-    // here the second only with 16-bit y.)
     let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
     let out = p.out + 2 * (m as u64 * p.h as u64 + c as u64);
     stg_v2(out, pack(acc[0], acc[1]), pack(acc[2], acc[3]));
     if y16 {
         stg_v2(out + 8, pack(acc[4], acc[5]), pack(acc[6], acc[7]));
     }
-}
-
-/// One pair's term of a 16-bit y piece (8 values) added to the f32 sums:
-/// the combine's order of operations, which the combine inside FC2
-/// ([`super::prefill_w256`], `moe4_exp = "fcomb"`) repeats to the bit.
-#[inline(always)]
-pub(super) fn add_y16<const BF16: bool>(acc: &mut [f32; 8], v: [u32; 4]) {
-    unroll!(4, |w| {
-        acc[2 * w] += from_half_bits::<BF16>(v[w]);
-        acc[2 * w + 1] += from_half_bits::<BF16>(v[w] >> 16);
-    });
-}
-
-/// The 8 sums rounded to the output's 16-bit format at `out` (8-byte
-/// aligned: two 8-byte stores).
-#[inline(always)]
-pub(super) unsafe fn store_sum<const BF16: bool>(out: u64, acc: &[f32; 8]) {
-    let pack = |lo: f32, hi: f32| if BF16 { pack_bf16x2(lo, hi) } else { pack_f16x2(lo, hi) };
-    stg_v2(out, pack(acc[0], acc[1]), pack(acc[2], acc[3]));
-    stg_v2(out + 8, pack(acc[4], acc[5]), pack(acc[6], acc[7]));
 }
 
 /// [`combine`] of a sliced FC2 (`moe4_exp = "fc2sl"`): each pair's term is

@@ -49,13 +49,12 @@
 //! [`super::prefill_wg`].
 
 use super::arch::*;
-use super::combine::{add_y16, store_sum};
 use super::fc::{dequant_step, global_scales, post, tile_scales, Gate};
 use super::prefill_wg::{token_of, topk_reciprocal};
 use super::wgmma;
 use crate::launch::{
-    FCOMB_ROWS, PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES,
-    PFW256_X_BYTES, PFW_THREADS,
+    PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES, PFW256_X_BYTES,
+    PFW_THREADS,
 };
 use crate::params::FcParams;
 use crate::tile::{fc1_stage_at, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, TASK_ROWS};
@@ -221,13 +220,7 @@ const STAGES: u32 = PFW256_STAGES;
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
 /// column groups.
 #[inline(always)]
-unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const FUSE: bool>(
-    p: &FcParams,
-    fuse: Fuse,
-    groups: u32,
-    mut tile: u32,
-    zero: u32,
-) {
+unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
     let t0 = tid() + zero;
     let (warp, lane) = (t0 / 32, t0 % 32);
     let tpe = (p.rows + zero) / TASK_ROWS as u32;
@@ -403,108 +396,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const FUSE: bool>(
                     }
                 });
             }
-            if FUSE && !FC1 {
-                combine_owned::<BF16>(p, fuse, tab, n_cols, task0 / TASKS, pre_at(3));
-            }
         } else if busy {
             store_fc2_f32::<BF16>(p, &acc, alpha.0, 2 * task0 + warp, n_cols, post, tab);
         }
         tile = next;
         parity ^= 1;
-    }
-}
-
-/// The combine inside FC2 (`_fc` instances): where the counters and the
-/// layer's output are ([`crate::params::FcCombParams`]); zeros in the other instances.
-#[derive(Clone, Copy)]
-struct Fuse {
-    counts: u64,
-    out: u64,
-    words: u32,
-}
-
-const NO_FUSE: Fuse = Fuse { counts: 0, out: 0, words: 0 };
-
-/// The combine inside FC2, after a tile's y rows are stored: one arrival
-/// per pair on its token's counter of this 128-row block (`unit`); the
-/// tile whose arrival completes a token's count (the counter, set to minus
-/// its valid ids by `moe_fcomb_init`, reaches zero) owns that token's
-/// block and sums its y rows there in k order, with the combine's
-/// operations ([`add_y16`], [`store_sum`]): the same bits as
-/// `moe_combine_*`. `list` (shared, [`crate::launch::FCOMB_LIST_BYTES`]):
-/// the owned tokens' count, then (token, mask) each.
-///
-/// Ordering: the barrier puts every thread's y stores of this tile before
-/// the arrivals; each arrival is an acquire-release add at GPU scope, so
-/// an owner has seen every other tile's rows of the token (their adds
-/// released them) and the second barrier passes that on to the block,
-/// whose loads go to L2 (`ld.global.cg`).
-#[inline(always)]
-unsafe fn combine_owned<const BF16: bool>(p: &FcParams, f: Fuse, tab: u32, n_cols: u32, unit: u32, list: u32) {
-    let t0 = tid();
-    if t0 == 0 {
-        sts(list, 0);
-    }
-    sync();
-    if t0 < n_cols {
-        let pair = lds(tab + 4 * t0);
-        let tok = pair / p.topk;
-        let at = f.counts + 4 * (tok as u64 * f.words as u64);
-        let mask = ldg_u32(at);
-        if atomic_add_acq_rel_u32(at + 4 * (1 + unit) as u64, 1) == u32::MAX {
-            let i = atomic_add_shared(list, 1);
-            sts(list + 16 + 8 * i, tok);
-            sts(list + 20 + 8 * i, mask);
-        }
-    }
-    sync();
-    let owned = lds(list);
-    let r0 = FCOMB_ROWS * unit;
-    let rows = if p.rows - r0 < FCOMB_ROWS { p.rows - r0 } else { FCOMB_ROWS };
-    // 16-byte pieces (8 rows) per token; 16 items per token, `ITEMS` per
-    // thread at a time, all their loads in flight together (the
-    // `moe4_exp = "fcomb2"` build: 2, one memory latency for 32 owned
-    // tokens instead of two).
-    const ITEMS: usize = if cfg!(moe4_exp = "fcomb2") { 2 } else { 1 };
-    let pieces = rows / 8;
-    let mut first = t0;
-    while first < 16 * owned {
-        let mut what = [(0u32, 0u32, 0u64); ITEMS];
-        unroll!(ITEMS, |q| {
-            let item = first + PFW_THREADS * q as u32;
-            let (li, piece) = (item / 16, item % 16);
-            if item < 16 * owned && piece < pieces {
-                what[q] = (lds(list + 16 + 8 * li), lds(list + 20 + 8 * li), (r0 + 8 * piece) as u64);
-            }
-        });
-        let mut acc = [[0f32; 8]; ITEMS];
-        let mut j0 = 0;
-        while j0 < p.topk {
-            let mut v = [[[0u32; 4]; 8]; ITEMS];
-            unroll!(ITEMS, |q| unroll!(8, |b| {
-                let (tok, mask, c) = what[q];
-                let j = j0 + b as u32;
-                if j < p.topk && (mask >> j) & 1 != 0 {
-                    let row = (tok * p.topk + j) as u64 * p.rows as u64;
-                    v[q][b] = ldg_cg_v4(p.output + 2 * (row + c));
-                }
-            }));
-            unroll!(ITEMS, |q| unroll!(8, |b| {
-                let j = j0 + b as u32;
-                if j < p.topk && (what[q].1 >> j) & 1 != 0 {
-                    add_y16::<BF16>(&mut acc[q], v[q][b]);
-                }
-            }));
-            j0 += 8;
-        }
-        unroll!(ITEMS, |q| {
-            let (tok, mask, c) = what[q];
-            // (A token of a list entry has a valid id: its mask is not 0.)
-            if mask != 0 {
-                store_sum::<BF16>(f.out + 2 * (tok as u64 * p.rows as u64 + c), &acc[q]);
-            }
-        });
-        first += PFW_THREADS * ITEMS as u32;
     }
 }
 
@@ -638,7 +534,7 @@ macro_rules! w256_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16, false>(&p, NO_FUSE, ldg_u32_coherent(p.n_active + 4), bid(), 0)
+            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
         }
     )*};
 }
@@ -658,7 +554,7 @@ macro_rules! w256_mixed_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16, false>(&p, NO_FUSE, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
             sync();
             let zero = opaque(0);
             let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
@@ -684,78 +580,4 @@ w256_mixed_kernels! {
     moe_pfw1_f16_mix256: true, false;
     moe_pfw2_bf16_mix256: false, true;
     moe_pfw2_f16_mix256: false, false;
-}
-
-#[cfg(moe4_exp = "fcomb")]
-macro_rules! w256_fused_kernels {
-    ($($name:ident: $bf16:literal;)*) => {$(
-        /// `wgmma` 128-row x 256-pair prefill FC2 (bf16?) with the combine
-        /// inside it (`moe4_exp = "fcomb"`): the layer's output from the
-        /// tiles that complete a token's count ([`crate::params::FcCombParams`]).
-        ///
-        /// # Safety
-        /// As the instance without `_fc`, with `p.fc.y16` set,
-        /// `p.fc.topk <= 32`, `p.counts` prepared by `moe_fcomb_init` of
-        /// the same call, `p.out` holding `p.m x p.fc.rows` 16-bit values;
-        /// `pfw256_smem_bytes() + FCOMB_LIST_BYTES` bytes of dynamic shared
-        /// memory.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(p: crate::params::FcCombParams) {
-            griddep_wait();
-            griddep_launch_dependents();
-            let f = Fuse { counts: p.counts, out: p.out, words: p.words };
-            prefill_w256::<false, $bf16, true>(&p.fc, f, ldg_u32_coherent(p.fc.n_active + 4), bid(), 0)
-        }
-    )*};
-}
-
-#[cfg(moe4_exp = "fcomb")]
-w256_fused_kernels! {
-    moe_pfw2_bf16_n256_fc: true;
-    moe_pfw2_f16_n256_fc: false;
-}
-
-/// The counters of the combine inside FC2 ([`crate::params::FcCombParams`]) for this call:
-/// per token the mask of its valid ids and minus their number in each
-/// block's counter, and zeros in the output rows of tokens with none. One
-/// thread per token (grid-stride).
-///
-/// # Safety
-/// `p.counts` holds `p.m x p.words` u32, `p.fc.topk_ids` `p.m x
-/// p.fc.topk` i32 (`p.fc.topk <= 32`), `p.out` `p.m x p.fc.rows` 16-bit
-/// values (8-byte aligned, `p.fc.rows % 4 == 0`).
-#[cfg(moe4_exp = "fcomb")]
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn moe_fcomb_init(p: crate::params::FcCombParams) {
-    griddep_wait();
-    griddep_launch_dependents();
-    let mut t = bid() * bdim() + tid();
-    while t < p.m {
-        let mut mask = 0u32;
-        let mut j = 0;
-        while j < p.fc.topk {
-            let id = ldg_u32(p.fc.topk_ids + 4 * (t * p.fc.topk + j) as u64) as i32;
-            if super::route::expert(id, p.fc.n_experts).is_ok() {
-                mask |= 1 << j;
-            }
-            j += 1;
-        }
-        let at = p.counts + 4 * (t as u64 * p.words as u64);
-        stg_u32(at, mask);
-        let start = 0u32.wrapping_sub(mask.count_ones());
-        let mut u = 1;
-        while u < p.words {
-            stg_u32(at + 4 * u as u64, start);
-            u += 1;
-        }
-        if mask == 0 {
-            let row = p.out + 2 * (t as u64 * p.fc.rows as u64);
-            let mut c = 0;
-            while c < p.fc.rows {
-                stg_v2(row + 2 * c as u64, 0, 0);
-                c += 4;
-            }
-        }
-        t += gdim() * bdim();
-    }
 }
