@@ -33,7 +33,8 @@
 # 123), PART=38 (the rule FC1_FEW_PAIRS against the one it replaced;
 # run 124), PART=39,3 (6237da3 bit for bit against 967c2c9, the tables;
 # run 125), PART=40 (the final commit's choices; FC2 at few pairs).
-# Fifteenth: PART=41 (the combine inside FC2, `fcomb`), then PART=40.
+# Fifteenth: PART=41 (the combine inside FC2, `fcomb`), then PART=40
+# (run 126); PART=42,3 (the FC2_FEW_MAX_CHUNKS rule; the tables).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -587,6 +588,27 @@ elif [ "$PART" = 35 ]; then
     for b in 132 264; do
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
+  done
+elif [ "$PART" = 42 ]; then
+  # Issue 3: the rule FC2_FEW_MAX_CHUNKS (FC2 of the `_rt` kernels with at
+  # most 8 pairs and tasks of at most 24 chunks on 4 warps x 3 blocks per
+  # SM, as FC1). Launch log (expect `moe_fc2_bf16_nt1_rt` grid 396 at the
+  # governed points), then the new default against run 126's measured
+  # variant (`wide=false,fc_blocks=396`, which it should equal) and the old
+  # rule's two FC2 choices (4 warps on every resident block, or 8 warps;
+  # FC1 kept at its rule). Predicted from run 126: Small -5 %, Qwen3 -3.6 %,
+  # OLMoE -1 %, Qwen1.5 -4 %, DeepSeek-V2-Lite and Qwen3 top-4 M = 2 a gain
+  # of the same order; K28 and GPT-OSS (not governed) unchanged. Then PART=3.
+  run info-own 90 /tmp/b1/moe4 info
+  G=Small:1024:512:32:8,Qwen3-30B-A3B,OLMoE:2048:1024:64:8,Qwen1.5-MoE:2048:1408:60:4,DSV2-Lite:2048:1408:64:6,K28:2048:1792:64:8,GPT-OSS-120B
+  run log-own 30 env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench decode --shape $G,Qwen3-top4:2048:768:128:4 --m 1
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-top4:2048:768:128:4 --m 2
+    run ab-f2w4b396-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide=false,fc_blocks=396
+    run ab-old4-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide=false,fc1_blocks=396,fc_blocks=100000
+    run ab-old4-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-top4:2048:768:128:4 --m 2 --tuning wide=false,fc1_blocks=396,fc_blocks=100000
+    run ab-old8-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide1=false,wide=true,fc1_blocks=396,fc_blocks=100000
   done
 elif [ "$PART" = 41 ]; then
   # Issue 5: the combine inside FC2 (`cargo xtask exp-ptx pf-fcomb fcomb`

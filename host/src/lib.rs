@@ -58,8 +58,8 @@ pub use error::{Error, Result};
 pub use gpu::{gpu_available, Gpu};
 pub use moe::{
     check_task_count, decode_task_rows, route_blocks_from, ForwardPath, Tuning, Workspace, FC1_FEW_BLOCKS_PER_SM,
-    FC1_FEW_PAIRS, FC_ROUTE_MAX_BYTES, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK, N256_PREFILL_PAIRS, PREFILL_CROSSOVER,
-    ROUTE_BLOCKS_FROM, ROUTE_BLOCKS_FROM_FEW_EXPERTS, WIDE_PREFILL_PAIRS,
+    FC1_FEW_PAIRS, FC2_FEW_MAX_CHUNKS, FC_ROUTE_MAX_BYTES, FEW_EXPERTS, MAX_PAIRS, MAX_TOPK, N256_PREFILL_PAIRS,
+    PREFILL_CROSSOVER, ROUTE_BLOCKS_FROM, ROUTE_BLOCKS_FROM_FEW_EXPERTS, WIDE_PREFILL_PAIRS,
 };
 pub use moe4_kernels::launch::FC_ROUTE_MAX_PAIRS;
 pub use ptx::Arch;

@@ -142,7 +142,8 @@ pub const ROUTE_BLOCKS_FROM: usize = 2560;
 pub const FC_ROUTE_MAX_BYTES: f64 = 72e6;
 /// FC1 of the `_rt` kernels (layers of at most [`FC_ROUTE_MAX_BYTES`]) with
 /// at most this many pairs (one token of top-8) runs on the 4-warp kernel
-/// and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM, FC2 by its own rules.
+/// and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM; FC2 too where its tasks
+/// are short ([`FC2_FEW_MAX_CHUNKS`]).
 ///
 /// Measured (runs 122-123, H100, three alternating rounds; against FC1 on
 /// the 8-warp kernel at its 3 resident blocks per SM, the rule of run 63
@@ -161,14 +162,30 @@ pub const FC1_FEW_PAIRS: usize = 8;
 /// FC1's blocks per SM under [`FC1_FEW_PAIRS`] (of the 4-warp `_rt`
 /// kernel's 5 resident): at Qwen3 M = 1, 2 / 3 / 4 / 5 / 6 per SM measured
 /// 16.4 / 15.1 / 15.9 / 16.5 / 16.5 µs (run 120, FC2 on the same grid).
+/// FC2 under [`FC2_FEW_MAX_CHUNKS`] takes the same.
 pub const FC1_FEW_BLOCKS_PER_SM: u32 = 3;
+/// FC2 joins FC1's rule ([`FC1_FEW_PAIRS`]: the `_rt` kernels, at most
+/// that many pairs; the 4-warp kernel at [`FC1_FEW_BLOCKS_PER_SM`] blocks
+/// per SM) where its tasks have at most this many 64-k chunks (I <= 1536).
+///
+/// Measured (run 126, H100, three alternating rounds at M = 1, FC2 on 4
+/// warps x 396 blocks against its own rules, FC1 the same in both):
+/// 1024:512:32:8 (8 chunks) -5.2 %, Qwen3-30B-A3B (12) -3.6 % (15.7 ->
+/// 15.1 µs), OLMoE 2048:1024:64:8 (16) -1.1 %, Qwen1.5-MoE 2048:1408:60:4
+/// (22) -4.4 %; from 28 chunks it costs or ties: 2048:1792:64:8 (28) +1.0 %,
+/// 2048:2048:64:6 (32) +5.7 %, 2048:2560:64:4 (40) -0.3 %, GPT-OSS-120B (45)
+/// +10 %, 1024:3072:64:4 (48) +2.7 % (run 123 had GPT-OSS +9 % and the
+/// small layers -0.5 to -5 %).
+pub const FC2_FEW_MAX_CHUNKS: u32 = 24;
 
-/// FC1's grid where [`FC1_FEW_PAIRS`] governs it: a call of at most that
-/// many `pairs` whose FC1 is the 4-warp `_rt` kernel (`four_warp_rt`; the
-/// rule picks it there unless a tuning forces another) gets
-/// [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM; `None`: every resident block.
-fn fc1_few_pairs_blocks(four_warp_rt: bool, pairs: usize, sm_count: u32) -> Option<u32> {
-    (four_warp_rt && pairs <= FC1_FEW_PAIRS).then_some(FC1_FEW_BLOCKS_PER_SM * sm_count)
+/// FC1's (or FC2's) grid where [`FC1_FEW_PAIRS`] governs it: a call of at
+/// most that many `pairs` whose FC kernel is the 4-warp `_rt` one
+/// (`four_warp_rt`; the rule picks it there unless a tuning forces
+/// another), FC2 with at most [`FC2_FEW_MAX_CHUNKS`] chunks (`chunks`;
+/// FC1 passes 0), gets [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM; `None`:
+/// every resident block.
+fn few_pairs_blocks(four_warp_rt: bool, pairs: usize, chunks: u32, sm_count: u32) -> Option<u32> {
+    (four_warp_rt && pairs <= FC1_FEW_PAIRS && chunks <= FC2_FEW_MAX_CHUNKS).then_some(FC1_FEW_BLOCKS_PER_SM * sm_count)
 }
 /// Layers of at most this many experts route on one block up to
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
@@ -262,7 +279,8 @@ pub struct Tuning {
     pub route_blocks_from: Option<usize>,
     /// Blocks of the FC grids (`None`: as many as stay resident on the
     /// GPU, but [`FC1_FEW_BLOCKS_PER_SM`] per SM for FC1 under
-    /// [`FC1_FEW_PAIRS`]). A small grid makes a small layer take several rounds per warp
+    /// [`FC1_FEW_PAIRS`], and FC2 under [`FC2_FEW_MAX_CHUNKS`]). A small
+    /// grid makes a small layer take several rounds per warp
     /// (decode: whole rounds, then split ones, [`fc_split`]; prefill: more
     /// tiles per block), which the tests use to reach those paths without a
     /// full-size layer.
@@ -563,9 +581,10 @@ impl MoeWeights {
     /// the `_rt` kernels (`rt`, small layers and batches) keep a 5 per cent
     /// preference for the 4-warp one (more chunks in flight per warp).
     /// FC1 with at most [`FC1_FEW_PAIRS`] `pairs` in the `_rt` kernels runs
-    /// on 4 warps and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM (see there).
+    /// on 4 warps and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM (see there),
+    /// and so does FC2 with at most [`FC2_FEW_MAX_CHUNKS`] chunks.
     fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool, pairs: u32) -> Result<bool> {
-        if rt && fc == "1" && pairs as usize <= FC1_FEW_PAIRS {
+        if rt && pairs as usize <= FC1_FEW_PAIRS && (fc == "1" || nchunks <= FC2_FEW_MAX_CHUNKS) {
             return Ok(false);
         }
         let gpu = &self.gpu;
@@ -892,13 +911,16 @@ impl MoeWeights {
             let resident = gpu.resident_blocks(n, threads, smem)?;
             Ok(blocks.map_or(resident, |b| b.clamp(1, resident)))
         };
-        let four_warp_rt = n1 == format!("moe_fc1_{}_nt1_rt", T::NAME);
+        let four_warp_rt = |n: &str, fc: &str| n == format!("moe_fc{fc}_{}_nt1_rt", T::NAME);
         let blocks1 = tune
             .fc1_blocks
             .or(tune.fc_blocks)
-            .or_else(|| fc1_few_pairs_blocks(four_warp_rt, pairs as usize, gpu.sm_count()));
+            .or_else(|| few_pairs_blocks(four_warp_rt(&n1, "1"), pairs as usize, 0, gpu.sm_count()));
         let grid1 = fc_grid(&n1, threads1, smem1, blocks1)?;
-        let grid2 = fc_grid(&n2, threads2, smem2, tune.fc_blocks)?;
+        let blocks2 = tune
+            .fc_blocks
+            .or_else(|| few_pairs_blocks(four_warp_rt(&n2, "2"), pairs as usize, inter as u32 / 64, gpu.sm_count()));
+        let grid2 = fc_grid(&n2, threads2, smem2, blocks2)?;
         // FC2 in slices (builds with the `_sl` kernels): where its queue is
         // shorter than the in-block split's, and y holds the partial rows.
         let (n2, smem2, threads2, grid2, slices) = {
@@ -1056,12 +1078,17 @@ mod tests {
     #[test]
     fn fc1_grid_at_few_pairs() {
         // One token of top-8 on 132 SMs: 396 blocks of the 4-warp kernel.
-        assert_eq!(fc1_few_pairs_blocks(true, 8, 132), Some(396));
-        assert_eq!(fc1_few_pairs_blocks(true, 1, 132), Some(396));
-        // More pairs, or another FC1 kernel (the routing kernel's layers,
+        assert_eq!(few_pairs_blocks(true, 8, 0, 132), Some(396));
+        assert_eq!(few_pairs_blocks(true, 1, 0, 132), Some(396));
+        // More pairs, or another kernel (the routing kernel's layers,
         // a forced 8-warp one): every resident block.
-        assert_eq!(fc1_few_pairs_blocks(true, 9, 132), None);
-        assert_eq!(fc1_few_pairs_blocks(false, 8, 132), None);
+        assert_eq!(few_pairs_blocks(true, 9, 0, 132), None);
+        assert_eq!(few_pairs_blocks(false, 8, 0, 132), None);
+        // FC2: Qwen3's 12 chunks (I = 768) and up to 24; not GPT-OSS's 45.
+        assert_eq!(few_pairs_blocks(true, 8, 12, 132), Some(396));
+        assert_eq!(few_pairs_blocks(true, 4, 24, 132), Some(396));
+        assert_eq!(few_pairs_blocks(true, 4, 25, 132), None);
+        assert_eq!(few_pairs_blocks(true, 4, 45, 132), None);
     }
 
     fn some_tuning() -> Tuning {
