@@ -34,7 +34,8 @@
 # run 124), PART=39,3 (6237da3 bit for bit against 967c2c9, the tables;
 # run 125), PART=40 (the final commit's choices; FC2 at few pairs).
 # Fifteenth: PART=41 (the combine inside FC2, `fcomb`), then PART=40
-# (run 126); PART=42,3 (the FC2_FEW_MAX_CHUNKS rule; the tables).
+# (run 126); PART=42,3 (the FC2_FEW_MAX_CHUNKS rule; the tables; run
+# 127), PART=43 (the few-pairs settings at 16-32 pairs).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -589,6 +590,26 @@ elif [ "$PART" = 35 ]; then
       run ab-b$b-r$r 20 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning fc_blocks=$b
     done
   done
+elif [ "$PART" = 43 ]; then
+  # Issue 3, data for a next rule: the few-pairs settings at 16 and 32
+  # pairs (M = 2, 4 of the top-8 layers; M = 4, 8 of the top-4 one), where
+  # FC1_FEW_PAIRS does not govern: both FC kernels on 4 warps x 3 per SM
+  # (`both`), and FC2 alone so (`f2`: FC1 on 4 warps, every resident
+  # block). Run 123 measured FC1 on fewer blocks 1-2 % slower at 16 pairs;
+  # FC2's share of the gain at 8 pairs was 1-5 %. Predicted: `f2` -1 to -3 %
+  # at M = 2, flat at M = 4; `both` within +-2 %.
+  run info-own 90 /tmp/b1/moe4 info
+  S8=Small:1024:512:32:8,Qwen3-30B-A3B,OLMoE:2048:1024:64:8
+  S4=Qwen1.5-MoE:2048:1408:60:4
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $S8 --m 2,4
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $S4 --m 4,8
+    run ab-both-r$r 30 /tmp/b1/moe4 bench decode --shape $S8 --m 2,4 --tuning wide=false,fc_blocks=396
+    run ab-both-r$r 30 /tmp/b1/moe4 bench decode --shape $S4 --m 4,8 --tuning wide=false,fc_blocks=396
+    run ab-f2-r$r 30 /tmp/b1/moe4 bench decode --shape $S8 --m 2,4 --tuning wide=false,fc1_blocks=100000,fc_blocks=396
+    run ab-f2-r$r 30 /tmp/b1/moe4 bench decode --shape $S4 --m 4,8 --tuning wide=false,fc1_blocks=100000,fc_blocks=396
+  done
+  run log-own 30 env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench decode --shape $S8,$S4 --m 2,4,8
 elif [ "$PART" = 42 ]; then
   # Issue 3: the rule FC2_FEW_MAX_CHUNKS (FC2 of the `_rt` kernels with at
   # most 8 pairs and tasks of at most 24 chunks on 4 warps x 3 blocks per
