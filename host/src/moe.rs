@@ -1076,7 +1076,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fc1_grid_at_few_pairs() {
+    fn grids_at_few_pairs() {
         // One token of top-8 on 132 SMs: 396 blocks of the 4-warp kernel.
         assert_eq!(few_pairs_blocks(true, 8, 0, 132), Some(396));
         assert_eq!(few_pairs_blocks(true, 1, 0, 132), Some(396));
