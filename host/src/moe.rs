@@ -178,14 +178,21 @@ pub const FC1_FEW_BLOCKS_PER_SM: u32 = 3;
 /// small layers -0.5 to -5 %).
 pub const FC2_FEW_MAX_CHUNKS: u32 = 24;
 
-/// FC1's (or FC2's) grid where [`FC1_FEW_PAIRS`] governs it: a call of at
-/// most that many `pairs` whose FC kernel is the 4-warp `_rt` one
-/// (`four_warp_rt`; the rule picks it there unless a tuning forces
-/// another), FC2 with at most [`FC2_FEW_MAX_CHUNKS`] chunks (`chunks`;
-/// FC1 passes 0), gets [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM; `None`:
-/// every resident block.
-fn few_pairs_blocks(four_warp_rt: bool, pairs: usize, chunks: u32, sm_count: u32) -> Option<u32> {
-    (four_warp_rt && pairs <= FC1_FEW_PAIRS && chunks <= FC2_FEW_MAX_CHUNKS).then_some(FC1_FEW_BLOCKS_PER_SM * sm_count)
+/// The few-pairs rule's reach, for FC`fc` of a call in the `_rt` kernels:
+/// at most [`FC1_FEW_PAIRS`] `pairs`, and for FC2 tasks of at most
+/// [`FC2_FEW_MAX_CHUNKS`] chunks (`nchunks`). Both halves of the rule ask
+/// it: the warp count ([`MoeWeights::wide_is_better`]) and the grid
+/// ([`few_pairs_blocks`]).
+fn few_pairs(fc: &str, pairs: usize, nchunks: u32) -> bool {
+    pairs <= FC1_FEW_PAIRS && (fc == "1" || nchunks <= FC2_FEW_MAX_CHUNKS)
+}
+
+/// FC`fc`'s grid where the few-pairs rule ([`few_pairs`]) governs it: a
+/// call whose FC kernel is the 4-warp `_rt` one (`four_warp_rt`; the rule
+/// picks it there unless a tuning forces another) gets
+/// [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM; `None`: every resident block.
+fn few_pairs_blocks(four_warp_rt: bool, fc: &str, pairs: usize, nchunks: u32, sm_count: u32) -> Option<u32> {
+    (four_warp_rt && few_pairs(fc, pairs, nchunks)).then_some(FC1_FEW_BLOCKS_PER_SM * sm_count)
 }
 /// Layers of at most this many experts route on one block up to
 /// [`ROUTE_BLOCKS_FROM_FEW_EXPERTS`] pairs: its per-expert scan is short.
@@ -584,7 +591,7 @@ impl MoeWeights {
     /// on 4 warps and [`FC1_FEW_BLOCKS_PER_SM`] blocks per SM (see there),
     /// and so does FC2 with at most [`FC2_FEW_MAX_CHUNKS`] chunks.
     fn wide_is_better(&self, fc: &str, tasks: u32, nchunks: u32, rt: bool, pairs: u32) -> Result<bool> {
-        if rt && pairs as usize <= FC1_FEW_PAIRS && (fc == "1" || nchunks <= FC2_FEW_MAX_CHUNKS) {
+        if rt && few_pairs(fc, pairs as usize, nchunks) {
             return Ok(false);
         }
         let gpu = &self.gpu;
@@ -915,11 +922,11 @@ impl MoeWeights {
         let blocks1 = tune
             .fc1_blocks
             .or(tune.fc_blocks)
-            .or_else(|| few_pairs_blocks(four_warp_rt(&n1, "1"), pairs as usize, 0, gpu.sm_count()));
+            .or_else(|| few_pairs_blocks(four_warp_rt(&n1, "1"), "1", pairs as usize, h as u32 / 64, gpu.sm_count()));
         let grid1 = fc_grid(&n1, threads1, smem1, blocks1)?;
-        let blocks2 = tune
-            .fc_blocks
-            .or_else(|| few_pairs_blocks(four_warp_rt(&n2, "2"), pairs as usize, inter as u32 / 64, gpu.sm_count()));
+        let blocks2 = tune.fc_blocks.or_else(|| {
+            few_pairs_blocks(four_warp_rt(&n2, "2"), "2", pairs as usize, inter as u32 / 64, gpu.sm_count())
+        });
         let grid2 = fc_grid(&n2, threads2, smem2, blocks2)?;
         // FC2 in slices (builds with the `_sl` kernels): where its queue is
         // shorter than the in-block split's, and y holds the partial rows.
@@ -1077,18 +1084,19 @@ mod tests {
 
     #[test]
     fn grids_at_few_pairs() {
-        // One token of top-8 on 132 SMs: 396 blocks of the 4-warp kernel.
-        assert_eq!(few_pairs_blocks(true, 8, 0, 132), Some(396));
-        assert_eq!(few_pairs_blocks(true, 1, 0, 132), Some(396));
+        // One token of top-8 on 132 SMs: 396 blocks of the 4-warp kernel
+        // (FC1 whatever its chunks: Qwen3's 32).
+        assert_eq!(few_pairs_blocks(true, "1", 8, 32, 132), Some(396));
+        assert_eq!(few_pairs_blocks(true, "1", 1, 32, 132), Some(396));
         // More pairs, or another kernel (the routing kernel's layers,
         // a forced 8-warp one): every resident block.
-        assert_eq!(few_pairs_blocks(true, 9, 0, 132), None);
-        assert_eq!(few_pairs_blocks(false, 8, 0, 132), None);
+        assert_eq!(few_pairs_blocks(true, "1", 9, 32, 132), None);
+        assert_eq!(few_pairs_blocks(false, "1", 8, 32, 132), None);
         // FC2: Qwen3's 12 chunks (I = 768) and up to 24; not GPT-OSS's 45.
-        assert_eq!(few_pairs_blocks(true, 8, 12, 132), Some(396));
-        assert_eq!(few_pairs_blocks(true, 4, 24, 132), Some(396));
-        assert_eq!(few_pairs_blocks(true, 4, 25, 132), None);
-        assert_eq!(few_pairs_blocks(true, 4, 45, 132), None);
+        assert_eq!(few_pairs_blocks(true, "2", 8, 12, 132), Some(396));
+        assert_eq!(few_pairs_blocks(true, "2", 4, 24, 132), Some(396));
+        assert_eq!(few_pairs_blocks(true, "2", 4, 25, 132), None);
+        assert_eq!(few_pairs_blocks(true, "2", 4, 45, 132), None);
     }
 
     fn some_tuning() -> Tuning {
