@@ -381,17 +381,18 @@ fn bench_cmd(args: &[String]) -> Res {
     unsafe { gpu.context().disable_event_tracking() };
     println!("# moe4 bench on {} ({} SMs, PTX {})", gpu.name(), gpu.sm_count(), gpu.arch().name());
     let mut json = Vec::new();
+    // `--tuning key=value,...` (moe4::Tuning::with): every decode point
+    // under those settings, and the prefill workspace's settings, from
+    // which every prefill variant of the table is derived; e.g. to time a
+    // host rule against the defaults with one program.
+    let tuning = flag(args, "--tuning").map(|t| moe4::Tuning::defaults(&gpu).with(t)).transpose()?;
+    if let Some(t) = &tuning {
+        println!("# tuning: {t:?}");
+    }
     if kind == "decode" || kind == "all" {
         let copy = bench::copy_bandwidth(&stream)?;
         let ms = sizes(if quick { vec![1, 16, 64] } else { vec![1, 2, 4, 8, 16, 32, 64] });
         let mut all = Vec::new();
-        // `--tuning key=value,...`: every point under those settings
-        // (moe4::Tuning::with), e.g. to time a host rule against the
-        // defaults with one program.
-        let tuning = flag(args, "--tuning").map(|t| moe4::Tuning::defaults(&gpu).with(t)).transpose()?;
-        if let Some(t) = &tuning {
-            println!("# tuning: {t:?}");
-        }
         for s in &shapes {
             let r = bench::decode(&gpu, &stream, *s, &ms, copy, tuning)?;
             for x in &r {
@@ -474,12 +475,6 @@ fn bench_cmd(args: &[String]) -> Res {
         json.push(moe4::timeline::timeline_json(&all));
     }
     if kind == "prefill" || kind == "all" {
-        // `--tuning`: the workspace's settings, from which every prefill
-        // variant of the table is derived.
-        let tuning = flag(args, "--tuning").map(|t| moe4::Tuning::defaults(&gpu).with(t)).transpose()?;
-        if let Some(t) = &tuning {
-            println!("# prefill tuning: {t:?}");
-        }
         let ms = sizes(if quick { vec![128, 2048] } else { vec![16, 32, 64, 128, 512, 2048, 8192] });
         let mut all = Vec::new();
         for s in &shapes {
