@@ -66,7 +66,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -631,6 +631,35 @@ elif [ "$PART" = 42 ]; then
     run ab-old4-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-top4:2048:768:128:4 --m 2 --tuning wide=false,fc1_blocks=396,fc_blocks=100000
     run ab-old8-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide1=false,wide=true,fc1_blocks=396,fc_blocks=100000
   done
+elif [ "$PART" = 44 ]; then
+  # Issue 5: FC2 with an epilogue warpgroup (`cargo xtask exp-ptx pf-ewg
+  # ewg`): the mixed 128-row FC2 on 384 threads, the MMA warpgroups at 232
+  # registers hand each staging tile over (named barriers) and go on, a
+  # third at 40 copies it out; 4 stages instead of 5 (the staging tile has
+  # a region of its own). The host picks `_ew` wherever the build has it
+  # (`ewg=false`: the same PTX's landed kernels). Predicted at M = 8192:
+  # Qwen3 -1 to -4 % (FC2's copy-out, ~30-50 us, off the MMA warps' path,
+  # less what 4 stages cost), DeepSeek-V3 / GPT-OSS -1 to -3 %, Mixtral
+  # (224 chunks a tile) within +-1 %. Tests first: the layer bit for bit
+  # against the landed PTX (compare-ptx now has prefill sizes), every
+  # prefill test, both sanitizers.
+  E="env MOE4_PTX_FILE=/tmp/pf-ewg.ptx"
+  cp host/ptx/sm_90a.ptx /tmp/own.ptx 2>/dev/null || gunzip -c "$C/exp/prev-sm90a.ptx.gz" > /tmp/own.ptx
+  run info-ewg 90 $E /tmp/b1/moe4 info
+  run log-ewg 30 $E env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
+  run compare-own 200 $E /tmp/b1/moe4 compare-ptx /tmp/own.ptx
+  run test-prefill-ewg 180 $E /tmp/b1/test-prefill --test-threads=2
+  run memcheck-ewg 90 $E "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-ewg 90 $E "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run synccheck-ewg 90 $E "$SAN" --tool synccheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  for r in 1 2 3; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+    run ab-ewg-r$r 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+    run ab-ewgoff-r$r 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning ewg=false
+  done
+  run ab-ewg-4096 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
+  run ab-own-4096 60 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
 elif [ "$PART" = 41 ]; then
   # Issue 5: the combine inside FC2 (`cargo xtask exp-ptx pf-fcomb fcomb`
   # on commit b5b8de1, whose bundle has the host side; run 126, removed):

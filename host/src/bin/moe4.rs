@@ -87,7 +87,8 @@ fn info() -> Res {
 /// `moe4 compare-ptx FILE`: the layer on the loaded build (the embedded one,
 /// or `MOE4_PTX_FILE`'s) and on the PTX in FILE, on the same random layers
 /// and inputs (ids with -1 and out-of-range values), under the routing and
-/// warp settings the small batches choose between, both 16-bit types:
+/// warp settings the small batches choose between and at two prefill
+/// sizes (1000 and 4096 tokens), both 16-bit types:
 /// the number of outputs that differ in any bit, per case. Two builds of
 /// the same arithmetic must agree bit for bit (a K split's partial tiles
 /// are summed in a fixed order); the command fails where they do not.
@@ -126,9 +127,11 @@ fn compare_ptx(args: &[String]) -> Res {
         };
         let act = Activation::Silu;
         let (wa, wb) = (MoeWeights::new(&a, &stream, &layer, act)?, MoeWeights::new(&b, &stream, &layer, act)?);
-        let most = 256;
+        let most = 4096;
         let (mut wsa, mut wsb) = (Workspace::new(&wa, &stream, most, topk)?, Workspace::new(&wb, &stream, most, topk)?);
-        for m in [1usize, 3, 10, 33, 64, 256] {
+        // (1000 and 4096 tokens: the prefill path, its 128-pair and mixed
+        // 256-pair kernels, under the default settings only.)
+        for m in [1usize, 3, 10, 33, 64, 256, 1000, 4096] {
             let x: Vec<f32> = (0..m * h).map(|_| rng.normal()).collect();
             let mut ids: Vec<i32> = (0..m * topk).map(|_| (rng.uniform() * e as f32) as i32 % e as i32).collect();
             ids[0] = -1;
@@ -139,15 +142,20 @@ fn compare_ptx(args: &[String]) -> Res {
             // (Each build sizes its grids from its kernels' occupancy; the
             // K split, and so the order of the partial sums, follows the
             // grid. The last two settings give both builds one grid.)
-            for tuning in [
-                "",
-                "fc_route_pairs=0",
-                "fc_route_pairs=64,nt=1",
-                "wide=false",
-                "wide=true",
-                "wide=false,fc_blocks=264",
-                "wide=true,fc_blocks=132",
-            ] {
+            let tunings: &[&str] = if m > 256 {
+                &[""]
+            } else {
+                &[
+                    "",
+                    "fc_route_pairs=0",
+                    "fc_route_pairs=64,nt=1",
+                    "wide=false",
+                    "wide=true",
+                    "wide=false,fc_blocks=264",
+                    "wide=true,fc_blocks=132",
+                ]
+            };
+            for &tuning in tunings {
                 *wsa.tuning_mut() = moe4::Tuning::defaults(&a).with(tuning)?;
                 *wsb.tuning_mut() = moe4::Tuning::defaults(&b).with(tuning)?;
                 for half in [false, true] {

@@ -73,6 +73,73 @@ pub fn sync() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// The barrier of a block's MMA warps: [`sync`] where every thread of
+/// the block computes (`EW = false`), or named barrier 1 over the first
+/// [`crate::launch::PFW_THREADS`] threads where a third warpgroup runs the
+/// epilogue's copies ([`crate::launch::PFW_EW_THREADS`]).
+#[inline(always)]
+pub fn mma_sync<const EW: bool>() {
+    if EW {
+        // SAFETY: the block's first 256 threads reach it from uniform
+        // control flow; no memory operand.
+        unsafe { asm!("bar.sync 1, 256;", options(nostack)) }
+    } else {
+        sync()
+    }
+}
+
+/// The epilogue hand-over's barriers (blocks of
+/// [`crate::launch::PFW_EW_THREADS`]): the MMA warps arrive at "staged"
+/// (2) after writing a staging tile and wait at "free" (3) before writing
+/// the next; the epilogue warpgroup waits at "staged", copies the tile
+/// out and arrives at "free". `bar.arrive` does not wait, and orders the
+/// thread's earlier shared-memory accesses before the waiting side's
+/// later ones.
+#[inline(always)]
+pub fn ew_staged_arrive() {
+    // SAFETY: warp-uniform; no memory operand.
+    unsafe { asm!("bar.arrive 2, 384;", options(nostack)) }
+}
+/// See [`ew_staged_arrive`].
+#[inline(always)]
+pub fn ew_staged_wait() {
+    // SAFETY: warp-uniform; no memory operand.
+    unsafe { asm!("bar.sync 2, 384;", options(nostack)) }
+}
+/// See [`ew_staged_arrive`].
+#[inline(always)]
+pub fn ew_free_arrive() {
+    // SAFETY: warp-uniform; no memory operand.
+    unsafe { asm!("bar.arrive 3, 384;", options(nostack)) }
+}
+/// See [`ew_staged_arrive`].
+#[inline(always)]
+pub fn ew_free_wait() {
+    // SAFETY: warp-uniform; no memory operand.
+    unsafe { asm!("bar.sync 3, 384;", options(nostack)) }
+}
+
+/// `setmaxnreg` (sm_90a) for blocks of [`crate::launch::PFW_EW_THREADS`]
+/// launched at 168 registers a thread: the two MMA warpgroups take 232,
+/// the epilogue warpgroup gives back to 40 (2 x 128 x 232 + 128 x 40 =
+/// 384 x 168).
+///
+/// # Safety
+/// Every thread of the warpgroup executes it, in a kernel compiled for
+/// 384 threads and 168 registers.
+#[inline(always)]
+pub unsafe fn setmaxnreg_mma() {
+    asm!("setmaxnreg.inc.sync.aligned.u32 232;", options(nostack))
+}
+/// See [`setmaxnreg_mma`].
+///
+/// # Safety
+/// As [`setmaxnreg_mma`].
+#[inline(always)]
+pub unsafe fn setmaxnreg_epilogue() {
+    asm!("setmaxnreg.dec.sync.aligned.u32 40;", options(nostack))
+}
+
 /// `__syncthreads()` that is correct from divergent code: PTX's
 /// non-`.aligned` `barrier.sync` (sm_70+), which threads may reach through
 /// different copies of the instruction. LLVM does not treat inline asm as
