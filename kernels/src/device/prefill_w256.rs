@@ -165,17 +165,26 @@ impl Tile {
         }
     }
 
+    /// FC2: the group's pairs and weights to `tab` (256 u32, then 256
+    /// f32), in the current `cp.async` group.
+    #[inline(always)]
+    unsafe fn copy_tab(&self, p: &FcParams, tab: u32) {
+        let t0 = tid();
+        if (64..64 + COLS / 2).contains(&t0) {
+            let j = t0 - 64;
+            let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
+            cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
+        }
+    }
+
     /// The first `STAGES - 2` chunks' copies, one commit group each (the
     /// first also copies FC2's pairs and weights of the group to `tab`:
     /// 256 u32, then 256 f32).
     #[inline(always)]
     unsafe fn prologue<const FC1: bool, const EW: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
         let stages = stages(EW);
-        let t0 = tid();
-        if !FC1 && (64..64 + COLS / 2).contains(&t0) {
-            let j = t0 - 64;
-            let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
-            cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
+        if !FC1 {
+            self.copy_tab(p, tab);
         }
         let scales = base + stages * PFW256_STAGE_BYTES;
         let mut s = 0;
@@ -286,8 +295,15 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
     cur.prologue::<FC1, EW>(p, nchunks, base, tables);
     // Warp w: mtile w % 2 of the block's task w / 2.
     let (wtask, wmt) = (warp / 2, warp % 2);
+    // (`ewx` builds, with an epilogue warpgroup, where a tile's chunks are
+    // a multiple of the stages:) the next tile's first chunks are loaded in
+    // this tile's last iterations, into the stages they take in its loop,
+    // instead of after the drain (the pipeline runs on across tiles).
+    let cross = EW && cfg!(moe4_exp = "ewx") && nchunks % stages(EW) == 0;
     while tile < tiles {
         let wg_busy = 2 * (warp / 4) < cur.ntask;
+        let tile_next = tile + gdim_here();
+        let pslot_next = if pslot == 2 { 0 } else { pslot + 1 };
         let mut acc = [[0f32; 4]; NT];
         // Chunk `c` in stage `s` (the loop runs `stages(EW)` chunks per
         // iteration, so `s` is a constant: no `c % stages`).
@@ -302,10 +318,19 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
                 mma_sync::<EW>();
             }
             let next = c + stages(EW) - 2;
+            // The stage two back.
+            let sn = if s >= 2 { s - 2 } else { s + stages(EW) - 2 };
             if next < nchunks && !cfg!(moe4_exp = "noload") {
-                // The stage two back.
-                let sn = if s >= 2 { s - 2 } else { s + stages(EW) - 2 };
                 cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+            } else if cross && tile_next < tiles {
+                // The next tile's chunk `next - nchunks` (its stage is the
+                // one chunk `next` would take: `nchunks` is a multiple of
+                // the stages), and with its first chunk its table.
+                let nt = Tile::prefetched::<FC1>(p, pre_at(pslot_next), tile_next, tpb, tpe, nchunks);
+                if next == nchunks {
+                    nt.copy_tab(p, tables + (parity ^ 1) * 8 * COLS);
+                }
+                nt.load(next - nchunks, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
             }
             cp_async_commit();
             if wg_busy {
@@ -350,7 +375,12 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
         let alpha = global_scales::<FC1>(p, cur.e);
         wgmma::wait::<0>();
         wgmma::hold_f32_n256(&mut acc);
-        cp_async_wait::<0>();
+        if cross && tile_next < tiles {
+            // (The next tile's first chunks stay in flight.)
+            cp_async_wait_dyn(stages(EW) - 2);
+        } else {
+            cp_async_wait::<0>();
+        }
         mma_sync::<EW>();
         // With an epilogue warpgroup: the previous tile's staging tile and
         // pair table are free once it has copied them out (the prologue
@@ -372,7 +402,9 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
             }
             prefetch_record(p, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
             pslot = s1;
-            cur.prologue::<FC1, EW>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
+            if !cross {
+                cur.prologue::<FC1, EW>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
+            }
         }
         // (The `noepi` build stores nothing: the epilogue's cost, timed;
         // a fold of the accumulators keeps the `wgmma`s.)
@@ -474,7 +506,11 @@ unsafe fn ew_copy_out(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
     let (piece, c0) = (e0 % 16, e0 / 16);
     let mut parity = 0;
     while tile < tiles {
-        let n_cols = ldg_u32_coherent(p.groups + 16 * (tile / tpb) as u64 + 8);
+        let rec = p.groups + 16 * (tile / tpb) as u64;
+        let n_cols = ldg_u32_coherent(rec + 8);
+        // (`ewx`: the pairs from global memory, as the MMA warps copy the
+        // next tile's table during this one.)
+        let rows_at = p.group_rows + 4 * ldg_u32_coherent(rec + 12) as u64;
         let task0 = (tile % tpb) * TASKS;
         let ntask = if tpe - task0 < TASKS { tpe - task0 } else { TASKS };
         let tab = tables + parity * 8 * COLS;
@@ -485,7 +521,18 @@ unsafe fn ew_copy_out(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
             while r < COLS / 8 {
                 // 8 rounds' pairs first, then their copies.
                 let mut pair = [0u32; 8];
-                unroll!(8, |k| pair[k] = lds(tab + 4 * (c0 + 8 * (r + k as u32))));
+                unroll!(8, |k| {
+                    let col = c0 + 8 * (r + k as u32);
+                    pair[k] = if cfg!(moe4_exp = "ewx") {
+                        if col < n_cols {
+                            ldg_u32(rows_at + 4 * col as u64)
+                        } else {
+                            0
+                        }
+                    } else {
+                        lds(tab + 4 * col)
+                    };
+                });
                 unroll!(8, |k| {
                     let col = c0 + 8 * (r + k as u32);
                     if col < n_cols {
