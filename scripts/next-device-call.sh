@@ -631,6 +631,20 @@ elif [ "$PART" = 42 ]; then
     run ab-old4-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-top4:2048:768:128:4 --m 2 --tuning wide=false,fc1_blocks=396,fc_blocks=100000
     run ab-old8-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide1=false,wide=true,fc1_blocks=396,fc_blocks=100000
   done
+elif [ "$PART" = 46 ]; then
+  # Issue 5, why `ewg` / `ewx` (runs 129-130) did not shorten FC2: Nsight
+  # Compute on one FC2 launch (Qwen3-30B-A3B, M = 8192) of the landed
+  # `_mix256` and of `ewx`'s `_mix256_ew`: tensor pipe, warp states (the
+  # epilogue warpgroup's barrier waits included), per-instruction stalls.
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  SEC="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section SourceCounters"
+  run ncu-own 150 "$N" --clock-control none -k "regex:moe_pfw2_bf16_mix256$" -c 1 $SEC \
+    --import-source no -f -o /tmp/prof-own /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
+  run ncu-own-details 60 "$N" -i /tmp/prof-own.ncu-rep --page details --print-details all
+  run ncu-ewx 150 env MOE4_PTX_FILE=/tmp/pf-ewx.ptx "$N" --clock-control none -k "regex:moe_pfw2_bf16_mix256_ew" -c 1 $SEC \
+    --import-source no -f -o /tmp/prof-ewx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
+  run ncu-ewx-details 60 "$N" -i /tmp/prof-ewx.ncu-rep --page details --print-details all
+  cp /tmp/prof-own.ncu-rep /tmp/prof-ewx.ncu-rep "$OUT/" 2>/dev/null
 elif [ "$PART" = 45 ]; then
   # Issue 5: `ewx` (cargo xtask exp-ptx pf-ewx ewg,ewx) = `ewg` (run 129:
   # bit-exact, no gain) + the next tile's first chunks loaded in this

@@ -39,10 +39,9 @@ use crate::weights::MoeWeights;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use moe4_kernels::launch::{
     combine_outputs_per_thread, fc_kernel_smem_bytes, fc_slices, fc_split, fc_split_div, pf_smem_bytes,
-    pfw256_ew_mix_smem_bytes, pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words,
-    route_smem_bytes, route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX,
-    FC_WARPS_WIDE, PFW256_COLS, PFW256_NARROW_COLS, PFW_EW_THREADS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS,
-    ROUTE_BLOCK_THREADS, ROUTE_THREADS,
+    pfw256_mix_smem_bytes, pfw256_smem_bytes, pfw_smem_bytes, ready_bytes, route_hist_words, route_smem_bytes,
+    route_split, FC_ROUTE_BYTES, FC_ROUTE_MAX_PAIRS, FC_SLICES_MAX, FC_WARPS, FC_WARPS_SIX, FC_WARPS_WIDE, PFW256_COLS,
+    PFW256_NARROW_COLS, PFW_NARROW_COLS, PFW_THREADS, PF_COLS, PF_THREADS, ROUTE_BLOCK_THREADS, ROUTE_THREADS,
 };
 use moe4_kernels::params::{ActKind, CombineDpParams, CombineParams, FcDpParams, FcParams, PermuteParams, RouteParams};
 use std::sync::Arc;
@@ -333,17 +332,11 @@ pub struct Tuning {
     /// latency: runs 84-86); `Some(true)`: always (an error where the build
     /// lacks the kernels); `Some(false)`: never.
     pub deps: Option<bool>,
-    /// The prefill FC2 with an epilogue warpgroup (builds with the `_ew`
-    /// kernels, `moe4_exp = "ewg"`): a third warpgroup copies each staging
-    /// tile out while the MMA warps run the next tile. `None`: wherever the
-    /// build has them (the mixed 128-row kernels, 16-bit y); `Some(true)`:
-    /// the same, an error where it lacks them; `Some(false)`: never.
-    pub ewg: Option<bool>,
 }
 
 impl Tuning {
     /// The settings [`Tuning::with`] takes: the fields' names.
-    pub const KEYS: [&'static str; 19] = [
+    pub const KEYS: [&'static str; 18] = [
         "pdl",
         "wide",
         "wide1",
@@ -362,7 +355,6 @@ impl Tuning {
         "fc2_slices",
         "w6",
         "deps",
-        "ewg",
     ];
 
     /// These settings with some changed by `spec`: `key=value` pairs,
@@ -404,7 +396,6 @@ impl Tuning {
                 "fc2_slices" => self.fc2_slices = opt_num()?,
                 "w6" => self.w6 = opt_flag()?,
                 "deps" => self.deps = opt_flag()?,
-                "ewg" => self.ewg = opt_flag()?,
                 _ => {
                     return Err(unsupported(
                         "tuning setting",
@@ -438,7 +429,6 @@ impl Tuning {
             fc2_slices: None,
             w6: None,
             deps: None,
-            ewg: None,
         }
     }
 }
@@ -865,18 +855,6 @@ impl MoeWeights {
                 return Ok((format!("moe_pfw{fc}_{}_mix", T::NAME), pfw_smem_bytes(128), PFW_THREADS));
             }
             if mixed256 {
-                let ew = format!("moe_pfw{fc}_{}_mix256_ew", T::NAME);
-                let has_ew = y16 && gpu.has_kernel(&ew);
-                if fc == "2" && tune.ewg == Some(true) && !has_ew {
-                    return Err(unsupported(
-                        "FC2 epilogue warpgroup",
-                        "forced",
-                        "needs a prefill call on the mixed 128-row kernels with 16-bit y and a build with the `_ew` kernels (moe4_exp = \"ewg\")",
-                    ));
-                }
-                if fc == "2" && has_ew && tune.ewg != Some(false) {
-                    return Ok((ew, pfw256_ew_mix_smem_bytes(), PFW_EW_THREADS));
-                }
                 return Ok((format!("moe_pfw{fc}_{}_mix256", T::NAME), pfw256_mix_smem_bytes(), PFW_THREADS));
             }
             if wg_cols == Some(PFW256_COLS) {
@@ -1141,7 +1119,6 @@ mod tests {
             fc2_slices: None,
             w6: None,
             deps: None,
-            ewg: None,
         }
     }
 

@@ -438,35 +438,6 @@ pub const fn pfw256_mix_smem_bytes() -> u32 {
     }
 }
 
-/// Threads of the 128-row FC2 blocks with an epilogue warpgroup (the
-/// `_ew` kernels of builds with `moe4_exp = "ewg"`): the two MMA
-/// warpgroups of [`PFW_THREADS`], then one that copies each staging tile
-/// out while the MMA warps run the next tile.
-pub const PFW_EW_THREADS: u32 = PFW_THREADS + 128;
-/// Pipeline stages of those blocks (their staging tile has a region of
-/// its own, so one stage fewer fits).
-pub const PFW256_EW_STAGES: u32 = 4;
-/// Dynamic shared memory of a 128-row FC2 block with an epilogue
-/// warpgroup: [`pfw256_smem_bytes`]' regions with [`PFW256_EW_STAGES`]
-/// stages, then the staging tile (256 pairs x [`PFW256_OUT_STRIDE_FC2`]).
-pub const fn pfw256_ew_smem_bytes() -> u32 {
-    PFW256_EW_STAGES * (PFW256_STAGE_BYTES + 512)
-        + 2 * 8 * PFW256_COLS
-        + 3 * (16 + 4 * PFW256_COLS)
-        + PFW256_COLS * PFW256_OUT_STRIDE_FC2
-        + 1024
-}
-/// [`pfw256_mix_smem_bytes`] for the mixed kernels with an epilogue
-/// warpgroup.
-pub const fn pfw256_ew_mix_smem_bytes() -> u32 {
-    let (a, b) = (pfw256_ew_smem_bytes(), pfw_smem_bytes(PFW256_NARROW_COLS));
-    if a > b {
-        a
-    } else {
-        b
-    }
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -634,7 +605,5 @@ mod tests {
             assert!(PFW256_COLS * stride <= 2 * PFW256_STAGE_BYTES);
         }
         assert_eq!(PFW256_STAGE_BYTES % 1024, 0);
-        // With an epilogue warpgroup: its own staging tile beside 4 stages.
-        assert!(pfw256_ew_mix_smem_bytes() <= 227 * 1024, "{}", pfw256_ew_mix_smem_bytes());
     }
 }

@@ -53,8 +53,8 @@ use super::fc::{dequant_step, global_scales, post, tile_scales, Gate};
 use super::prefill_wg::{token_of, topk_reciprocal};
 use super::wgmma;
 use crate::launch::{
-    PFW256_COLS, PFW256_EW_STAGES, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES,
-    PFW256_X_BYTES, PFW_THREADS,
+    PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES, PFW256_X_BYTES,
+    PFW_THREADS,
 };
 use crate::params::FcParams;
 use crate::tile::{fc1_stage_at, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, TASK_ROWS};
@@ -165,30 +165,20 @@ impl Tile {
         }
     }
 
-    /// FC2: the group's pairs and weights to `tab` (256 u32, then 256
-    /// f32), in the current `cp.async` group.
-    #[inline(always)]
-    unsafe fn copy_tab(&self, p: &FcParams, tab: u32) {
-        let t0 = tid();
-        if (64..64 + COLS / 2).contains(&t0) {
-            let j = t0 - 64;
-            let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
-            cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
-        }
-    }
-
     /// The first `STAGES - 2` chunks' copies, one commit group each (the
     /// first also copies FC2's pairs and weights of the group to `tab`:
     /// 256 u32, then 256 f32).
     #[inline(always)]
-    unsafe fn prologue<const FC1: bool, const EW: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
-        let stages = stages(EW);
-        if !FC1 {
-            self.copy_tab(p, tab);
+    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
+        let t0 = tid();
+        if !FC1 && (64..64 + COLS / 2).contains(&t0) {
+            let j = t0 - 64;
+            let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
+            cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
         }
-        let scales = base + stages * PFW256_STAGE_BYTES;
+        let scales = base + STAGES * PFW256_STAGE_BYTES;
         let mut s = 0;
-        while s < stages - 2 {
+        while s < STAGES - 2 {
             if s < nchunks {
                 self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
             }
@@ -222,38 +212,15 @@ fn blocks_per_group(rows: u32) -> u32 {
     (rows / TASK_ROWS as u32).div_ceil(TASKS)
 }
 
-/// Pipeline stages: [`PFW256_STAGES`], or [`PFW256_EW_STAGES`] in blocks
-/// with an epilogue warpgroup (`ew`).
-const fn stages(ew: bool) -> u32 {
-    if ew {
-        PFW256_EW_STAGES
-    } else {
-        PFW256_STAGES
-    }
-}
-
 /// Where the FC2 tables start, from the 1 KiB aligned base (after the
 /// stages and their scales; `pfw256_smem_bytes` in [`crate::launch`]).
-const fn tables_at(ew: bool) -> u32 {
-    stages(ew) * (PFW256_STAGE_BYTES + SCALE_BYTES)
-}
-
-/// Where an epilogue warpgroup's staging tile starts (after the tables and
-/// the prefetch slots; `pfw256_ew_smem_bytes` in [`crate::launch`]).
-const EW_STAGING_AT: u32 = tables_at(true) + 2 * 8 * COLS + 3 * PRE_SLOT;
+const TABLES_AT: u32 = STAGES * (PFW256_STAGE_BYTES + SCALE_BYTES);
+const STAGES: u32 = PFW256_STAGES;
 
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
-/// column groups. `EW` (FC2 only): the block's third warpgroup copies the
-/// staging tiles out ([`ew_copy_out`]); the MMA warps hand each one over
-/// and go on.
+/// column groups.
 #[inline(always)]
-unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
-    p: &FcParams,
-    groups: u32,
-    mut tile: u32,
-    zero: u32,
-) {
-    const { assert!(!(FC1 && EW)) };
+unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
     let t0 = tid() + zero;
     let (warp, lane) = (t0 / 32, t0 % 32);
     let tpe = (p.rows + zero) / TASK_ROWS as u32;
@@ -261,16 +228,12 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
     let nchunks = (p.k + zero) / KCHUNK as u32;
     let tiles = groups * tpb;
     let base = (smem() + zero + 1023) & !1023;
-    let scales = base + stages(EW) * PFW256_STAGE_BYTES;
-    let tables = base + tables_at(EW);
+    let scales = base + STAGES * PFW256_STAGE_BYTES;
+    let tables = base + TABLES_AT;
     let pre_at = |k: u32| tables + 2 * 8 * COLS + k * PRE_SLOT;
-    // The staging tile: the last two stages (module docs), or a region of
-    // its own with an epilogue warpgroup.
-    let out_stage = if EW { base + EW_STAGING_AT } else { base + (PFW256_STAGES - 2) * PFW256_STAGE_BYTES };
+    // The staging tile: the last two stages (module docs).
+    let out_stage = base + (STAGES - 2) * PFW256_STAGE_BYTES;
     let mut pslot = 0;
-    // A staging tile handed to the epilogue warpgroup (`EW`) and not yet
-    // known to be copied out.
-    let mut handed = false;
     // FC1 and FC2 with 16-bit y go through the staging tile; FC2 with f32
     // y stores from registers.
     let staged = FC1 || p.y16 != 0;
@@ -292,45 +255,29 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
         }
         prefetch_record(p, t1 + gdim_here(), tiles, tpb, pre_at(2));
     }
-    cur.prologue::<FC1, EW>(p, nchunks, base, tables);
+    cur.prologue::<FC1>(p, nchunks, base, tables);
     // Warp w: mtile w % 2 of the block's task w / 2.
     let (wtask, wmt) = (warp / 2, warp % 2);
-    // (`ewx` builds, with an epilogue warpgroup, where a tile's chunks are
-    // a multiple of the stages:) the next tile's first chunks are loaded in
-    // this tile's last iterations, into the stages they take in its loop,
-    // instead of after the drain (the pipeline runs on across tiles).
-    let cross = EW && cfg!(moe4_exp = "ewx") && nchunks % stages(EW) == 0;
     while tile < tiles {
         let wg_busy = 2 * (warp / 4) < cur.ntask;
-        let tile_next = tile + gdim_here();
-        let pslot_next = if pslot == 2 { 0 } else { pslot + 1 };
         let mut acc = [[0f32; 4]; NT];
-        // Chunk `c` in stage `s` (the loop runs `stages(EW)` chunks per
-        // iteration, so `s` is a constant: no `c % stages`).
+        // Chunk `c` in stage `s` (the loop runs STAGES chunks per
+        // iteration, so `s` is a constant: no `c % STAGES`).
         let chunk = |c: u32, s: u32, acc: &mut [[f32; 4]; NT]| {
-            cp_async_wait_dyn(stages(EW) - 3);
+            cp_async_wait_dyn(STAGES - 3);
             // (`moe4_exp` builds leave one part out, to time the others,
             // as in prefill_wg.rs.)
             if !cfg!(moe4_exp = "nofence") {
                 wgmma::fence_proxy_async();
             }
             if !cfg!(moe4_exp = "nosync") {
-                mma_sync::<EW>();
+                sync();
             }
-            let next = c + stages(EW) - 2;
-            // The stage two back.
-            let sn = if s >= 2 { s - 2 } else { s + stages(EW) - 2 };
+            let next = c + STAGES - 2;
             if next < nchunks && !cfg!(moe4_exp = "noload") {
+                // The stage two back.
+                let sn = if s >= 2 { s - 2 } else { s + STAGES - 2 };
                 cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
-            } else if cross && tile_next < tiles {
-                // The next tile's chunk `next - nchunks` (its stage is the
-                // one chunk `next` would take: `nchunks` is a multiple of
-                // the stages), and with its first chunk its table.
-                let nt = Tile::prefetched::<FC1>(p, pre_at(pslot_next), tile_next, tpb, tpe, nchunks);
-                if next == nchunks {
-                    nt.copy_tab(p, tables + (parity ^ 1) * 8 * COLS);
-                }
-                nt.load(next - nchunks, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
             }
             cp_async_commit();
             if wg_busy {
@@ -359,15 +306,15 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
             }
         };
         // ptxas drains the wgmma pipeline at every loop back-edge, so the
-        // loop body is `stages(EW)` chunks (stage u of the body is u).
+        // loop body is STAGES chunks (stage u of the body is u).
         let mut c = 0;
         while c < nchunks {
-            unroll!(stages(EW) as usize, |u| {
+            unroll!(STAGES as usize, |u| {
                 if c + (u as u32) < nchunks {
                     chunk(c + u as u32, u as u32, &mut acc);
                 }
             });
-            c += stages(EW);
+            c += STAGES;
         }
         // The expert's global scales, loaded before the drain so that
         // their latency runs under it (run 103: loaded in the epilogue, FC2's
@@ -375,19 +322,8 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
         let alpha = global_scales::<FC1>(p, cur.e);
         wgmma::wait::<0>();
         wgmma::hold_f32_n256(&mut acc);
-        if cross && tile_next < tiles {
-            // (The next tile's first chunks stay in flight.)
-            cp_async_wait_dyn(stages(EW) - 2);
-        } else {
-            cp_async_wait::<0>();
-        }
-        mma_sync::<EW>();
-        // With an epilogue warpgroup: the previous tile's staging tile and
-        // pair table are free once it has copied them out (the prologue
-        // below writes that table for the next tile).
-        if EW && staged && handed {
-            ew_free_wait();
-        }
+        cp_async_wait::<0>();
+        sync();
         let (slot0, n_cols, task0, ntask) = (cur.slot0, cur.n_cols, cur.task0, cur.ntask);
         let tab = tables + parity * 8 * COLS;
         let next = tile + gdim_here();
@@ -402,9 +338,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
             }
             prefetch_record(p, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
             pslot = s1;
-            if !cross {
-                cur.prologue::<FC1, EW>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
-            }
+            cur.prologue::<FC1>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
         }
         // (The `noepi` build stores nothing: the epilogue's cost, timed;
         // a fold of the accumulators keeps the `wgmma`s.)
@@ -415,14 +349,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
             stg_u32_if(p.output, x, x == 0x7fc0_1234);
         }
         let busy = wtask < ntask && !cfg!(moe4_exp = "noepi");
-        if EW && staged {
-            if busy {
-                let weight = |col: u32| f32::from_bits(lds(tab + 4 * (COLS + col)));
-                stage_fc2::<BF16>(&acc, alpha.0, warp, post, weight, out_stage);
-            }
-            ew_staged_arrive();
-            handed = true;
-        } else if staged {
+        if staged {
             if busy {
                 if FC1 {
                     stage_fc1::<BF16>(p, &acc, alpha, warp, post, out_stage);
@@ -473,78 +400,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const EW: bool>(
             store_fc2_f32::<BF16>(p, &acc, alpha.0, 2 * task0 + warp, n_cols, post, tab);
         }
         tile = next;
-        parity ^= 1;
-    }
-    // The last staging tile copied out before the block's shared memory is
-    // used again (the mixed kernels' narrow tiles).
-    if EW && staged && handed {
-        ew_free_wait();
-    }
-}
-
-/// The epilogue warpgroup of the FC2 blocks with one (threads
-/// [`PFW_THREADS`]..): for each tile [`prefill_w256`] stages, in the same
-/// order (`tile, tile + gdim(), ..` of the first `groups` groups), waits
-/// for the MMA warps' hand-over, copies the staging tile out to the y rows
-/// of the tile's pairs (16 threads per pair's 256 bytes: 8 pairs per
-/// round, 32 rounds), and frees it. Nothing where y is f32 (the MMA warps
-/// store it from registers).
-#[inline(always)]
-unsafe fn ew_copy_out(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
-    if p.y16 == 0 {
-        return;
-    }
-    let e0 = tid() - PFW_THREADS + zero;
-    let tpe = (p.rows + zero) / TASK_ROWS as u32;
-    let tpb = blocks_per_group(p.rows + zero);
-    let tiles = groups * tpb;
-    let base = (smem() + zero + 1023) & !1023;
-    let tables = base + tables_at(true);
-    let out_stage = base + EW_STAGING_AT;
-    // The thread's 16-byte piece of each pair's row piece, and its first
-    // column (8 columns per round).
-    let (piece, c0) = (e0 % 16, e0 / 16);
-    let mut parity = 0;
-    while tile < tiles {
-        let rec = p.groups + 16 * (tile / tpb) as u64;
-        let n_cols = ldg_u32_coherent(rec + 8);
-        // (`ewx`: the pairs from global memory, as the MMA warps copy the
-        // next tile's table during this one.)
-        let rows_at = p.group_rows + 4 * ldg_u32_coherent(rec + 12) as u64;
-        let task0 = (tile % tpb) * TASKS;
-        let ntask = if tpe - task0 < TASKS { tpe - task0 } else { TASKS };
-        let tab = tables + parity * 8 * COLS;
-        let out = p.output + 2 * 32 * task0 as u64 + 16 * piece as u64;
-        ew_staged_wait();
-        if piece < 4 * ntask {
-            let mut r = 0;
-            while r < COLS / 8 {
-                // 8 rounds' pairs first, then their copies.
-                let mut pair = [0u32; 8];
-                unroll!(8, |k| {
-                    let col = c0 + 8 * (r + k as u32);
-                    pair[k] = if cfg!(moe4_exp = "ewx") {
-                        if col < n_cols {
-                            ldg_u32(rows_at + 4 * col as u64)
-                        } else {
-                            0
-                        }
-                    } else {
-                        lds(tab + 4 * col)
-                    };
-                });
-                unroll!(8, |k| {
-                    let col = c0 + 8 * (r + k as u32);
-                    if col < n_cols {
-                        let v = lds_v4(out_stage + col * PFW256_OUT_STRIDE_FC2 + 16 * piece);
-                        stg_v4(out + 2 * pair[k] as u64 * p.rows as u64, v);
-                    }
-                });
-                r += 8;
-            }
-        }
-        ew_free_arrive();
-        tile += gdim_here();
         parity ^= 1;
     }
 }
@@ -679,7 +534,7 @@ macro_rules! w256_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16, false>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
+            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
         }
     )*};
 }
@@ -699,7 +554,7 @@ macro_rules! w256_mixed_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16, false>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
             sync();
             let zero = opaque(0);
             let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
@@ -708,7 +563,7 @@ macro_rules! w256_mixed_kernels {
             while first < wide_tiles {
                 first += gdim_here();
             }
-            super::prefill_wg::narrow_tiles::<$fc1, $bf16, false>(&p, wide, narrow, first - wide_tiles, zero);
+            super::prefill_wg::narrow_tiles::<$fc1, $bf16>(&p, wide, narrow, first - wide_tiles, zero);
         }
     )*};
 }
@@ -725,48 +580,4 @@ w256_mixed_kernels! {
     moe_pfw1_f16_mix256: true, false;
     moe_pfw2_bf16_mix256: false, true;
     moe_pfw2_f16_mix256: false, false;
-}
-
-/// The mixed FC2 kernels with an epilogue warpgroup (builds with `moe4_exp =
-/// "ewg"`): threads 0-255 run [`prefill_w256`] (handing each staging tile
-/// over) and then the narrow tiles, at 232 registers; threads 256-383 copy
-/// the staging tiles out ([`ew_copy_out`]) at 40.
-#[cfg(moe4_exp = "ewg")]
-macro_rules! w256_ew_kernels {
-    ($($name:ident: $bf16:literal;)*) => {$(
-        /// `wgmma` mixed FC2 instance (bf16?) with an epilogue warpgroup;
-        /// see [`w256_ew_kernels`].
-        ///
-        /// # Safety
-        /// `p` as [`FcParams`] documents, routed with `group = 256`,
-        /// `narrow = 64`; [`crate::launch::PFW_EW_THREADS`] threads,
-        /// `pfw256_ew_mix_smem_bytes()` bytes of dynamic shared memory.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
-            griddep_wait();
-            griddep_launch_dependents();
-            if tid() >= PFW_THREADS {
-                setmaxnreg_epilogue();
-                ew_copy_out(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
-                return;
-            }
-            setmaxnreg_mma();
-            prefill_w256::<false, $bf16, true>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
-            mma_sync::<true>();
-            let zero = opaque(0);
-            let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
-            let wide_tiles = wide * blocks_per_group(p.rows) + zero;
-            let mut first = bid_here();
-            while first < wide_tiles {
-                first += gdim_here();
-            }
-            super::prefill_wg::narrow_tiles::<false, $bf16, true>(&p, wide, narrow, first - wide_tiles, zero);
-        }
-    )*};
-}
-
-#[cfg(moe4_exp = "ewg")]
-w256_ew_kernels! {
-    moe_pfw2_bf16_mix256_ew: true;
-    moe_pfw2_f16_mix256_ew: false;
 }

@@ -285,7 +285,7 @@ fn blocks_per_group(rows: u32) -> u32 {
 /// earlier call's and kept live through it (the mixed kernels' second
 /// call).
 #[inline(always)]
-unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize, const EW: bool>(
+unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const RPT: usize>(
     p: &FcParams,
     g0: u32,
     groups: u32,
@@ -351,7 +351,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
                 wgmma::fence_proxy_async();
             }
             if !cfg!(moe4_exp = "nosync") {
-                mma_sync::<EW>();
+                sync();
             }
             let next = c + STAGES - 2;
             if next < nchunks && !cfg!(moe4_exp = "noload") {
@@ -421,7 +421,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
         }
         // Every warpgroup's reads of the stages are done: the next tile's
         // first copies go out now, in flight during this tile's epilogue.
-        mma_sync::<EW>();
+        sync();
         let (e, slot0, n_cols, task0, ntask) = (cur.e, cur.slot0, cur.n_cols, cur.task0, cur.ntask);
         let tab = tables + parity * 8 * cols;
         // (Read here: a grid size held from the kernel's start costs the
@@ -466,7 +466,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             }
             // Written by the generic proxy, read by the bulk copies.
             wgmma::fence_proxy_async();
-            mma_sync::<EW>();
+            sync();
             // (`nobulk`: the staging tile written, never copied out; timing only.)
             if t0 < n_cols && !cfg!(any(moe4_exp = "noepi", moe4_exp = "nobulk")) {
                 // Column t0's piece: FC1 h row slot0 + t0 from channel 16
@@ -521,7 +521,7 @@ macro_rules! pfw_kernels {
             // (`stages6`: an opaque zero, as in the mixed kernels; with a
             // literal one the 128-pair kernels spilled a register.)
             let zero = if cfg!(moe4_exp = "stages6") { opaque(0) } else { 0 };
-            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }, false>(&p, 0, ldg_u32_coherent(p.n_active + 4), bid(), zero)
+            prefill_wg::<$fc1, $bf16, $nt, { $nt / 4 }>(&p, 0, ldg_u32_coherent(p.n_active + 4), bid(), zero)
         }
     )*};
 }
@@ -552,7 +552,7 @@ macro_rules! pfw_mixed_kernels {
 unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
     // (An opaque zero here as well: with a literal one, ptxas spilled a
     // register or two of the wide loop.)
-    prefill_wg::<FC1, BF16, 16, 4, false>(p, 0, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+    prefill_wg::<FC1, BF16, 16, 4>(p, 0, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
     // The narrow tiles' stages and tables overlap the wide ones'.
     sync();
     // What the narrow tiles need is worked out again here (the loads are
@@ -566,14 +566,14 @@ unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
         first += gdim_here();
     }
     const NT: usize = PFW_NARROW_COLS as usize / 8;
-    prefill_wg::<FC1, BF16, NT, { NT / 4 }, false>(p, wide, narrow, first - wide_tiles, zero);
+    prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, wide, narrow, first - wide_tiles, zero);
 }
 
 /// The narrow tiles ([`crate::launch::PFW256_NARROW_COLS`] pairs) of the
 /// mixed 128-row x 256-pair kernels ([`super::prefill_w256`]): groups
 /// `g0 ..` on this module's 256-row loop of that width, from tile `first`.
 #[inline(always)]
-pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool, const EW: bool>(
+pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool>(
     p: &FcParams,
     g0: u32,
     groups: u32,
@@ -581,7 +581,7 @@ pub(super) unsafe fn narrow_tiles<const FC1: bool, const BF16: bool, const EW: b
     zero: u32,
 ) {
     const NT: usize = crate::launch::PFW256_NARROW_COLS as usize / 8;
-    prefill_wg::<FC1, BF16, NT, { NT / 4 }, EW>(p, g0, groups, first, zero);
+    prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, g0, groups, first, zero);
 }
 
 pfw_mixed_kernels! {
