@@ -265,6 +265,12 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         // iteration, so `s` is a constant: no `c % STAGES`).
         let chunk = |c: u32, s: u32, acc: &mut [[f32; 4]; NT]| {
             cp_async_wait_dyn(STAGES - 3);
+            // (`mbprobe`, a compile-only probe: a stage wait on an
+            // `mbarrier` in the k-loop; does ptxas keep the `wgmma`
+            // pipeline? Not a working kernel.)
+            if cfg!(moe4_exp = "mbprobe") {
+                mbar_wait(scales + s * SCALE_BYTES, c & 1);
+            }
             // (`moe4_exp` builds leave one part out, to time the others,
             // as in prefill_wg.rs.)
             if !cfg!(moe4_exp = "nofence") {
