@@ -197,3 +197,47 @@ pub unsafe extern "ptx-kernel" fn smoke_wgmma_n256_bf16(a: *const u32, b: *const
         *d.add((row + 8) * 256 + col + 1) = acc[j][3];
     }));
 }
+
+/// Compile probe (`moe4_exp = "tmaprobe"`, sm_90a; not launched by the
+/// host yet): one `cp.async.bulk.tensor` 2-D tile (the box of the tensor
+/// map at global address `tmap`, 64 x 256 16-bit values with the 128-byte
+/// swizzle: 32 KiB, an FC2 chunk's activations) into shared memory,
+/// completed on an `mbarrier` with expect-tx, waited for by every thread
+/// with [`mbar_wait`], then copied to `out` (8192 words) as it lies in
+/// shared memory. The syntax the TMA-fed FC2 needs (perf-notes, sixteenth
+/// session).
+///
+/// # Safety
+/// One block of 256 threads; `32768 + 1024 + 8` bytes of dynamic shared
+/// memory; `tmap` a `CUtensorMap` in global memory; `out` 8192 words.
+#[cfg(all(moe4_arch = "sm_90a", moe4_exp = "tmaprobe"))]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn smoke_tma_tile(tmap: u64, x0: u32, y0: u32, out: *mut u32) {
+    let t0 = tid();
+    let base = (smem() + 1023) & !1023;
+    let bar = base + 32768;
+    if t0 == 0 {
+        core::arch::asm!("mbarrier.init.shared::cta.b64 [{b}], 1;", b = in(reg32) bar, options(nostack));
+        // The barrier's initialization visible to the async proxy (the
+        // bulk copy's completion) before the copy is issued.
+        core::arch::asm!("fence.proxy.async.shared::cta;", options(nostack));
+    }
+    sync();
+    if t0 == 0 {
+        core::arch::asm!(
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{b}], 32768;",
+            b = in(reg32) bar, options(nostack)
+        );
+        core::arch::asm!(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{m}, {{{x}, {y}}}], [{b}];",
+            d = in(reg32) base, m = in(reg64) tmap, x = in(reg32) x0, y = in(reg32) y0, b = in(reg32) bar,
+            options(nostack)
+        );
+    }
+    mbar_wait(bar, 0);
+    let mut i = t0;
+    while i < 8192 {
+        *out.add(i as usize) = lds(base + 4 * i);
+        i += 256;
+    }
+}
