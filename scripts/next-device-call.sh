@@ -36,6 +36,10 @@
 # Fifteenth: PART=41 (the combine inside FC2, `fcomb`), then PART=40
 # (run 126); PART=42,3 (the FC2_FEW_MAX_CHUNKS rule; the tables; run
 # 127), PART=43 (the few-pairs settings at 16-32 pairs).
+# Sixteenth: PART=44 (FC2 with an epilogue warpgroup, `ewg`; run 129,
+# H200), PART=45 (`ewx`; run 130); both removed. PART=46 (ncu of the
+# landed and `ewx` FC2) prepared, not run: `pf-ewx` must be rebuilt from
+# commit 3039628's kernels.
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
