@@ -40,6 +40,7 @@
 # H200), PART=45 (`ewx`; run 130); both removed. PART=46 (ncu of the
 # landed and `ewx` FC2) prepared, not run: `pf-ewx` must be rebuilt from
 # commit 3039628's kernels.
+# PART=47: the TMA tile smoke check (needs a bundle from 10cb9f6 or later).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -70,7 +71,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg ewx; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg ewx tmaprobe; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -635,6 +636,13 @@ elif [ "$PART" = 42 ]; then
     run ab-old4-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-top4:2048:768:128:4 --m 2 --tuning wide=false,fc1_blocks=396,fc_blocks=100000
     run ab-old8-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide1=false,wide=true,fc1_blocks=396,fc_blocks=100000
   done
+elif [ "$PART" = 47 ]; then
+  # Issue 5 groundwork: the TMA tile check (`cargo xtask exp-ptx
+  # pf-tmaprobe tmaprobe`): `moe4 smoke` under that PTX runs every smoke
+  # check plus one `cp.async.bulk.tensor` 64 x 256 box with the 128-byte
+  # swizzle, compared with the layout wgmma's B descriptor reads. Expected:
+  # 0 mismatches (a nonzero count: the swizzle or the map's encoding).
+  run smoke-tma 120 env MOE4_PTX_FILE=/tmp/pf-tmaprobe.ptx /tmp/b1/moe4 smoke
 elif [ "$PART" = 46 ]; then
   # Issue 5, why `ewg` / `ewx` (runs 129-130) did not shorten FC2: Nsight
   # Compute on one FC2 launch (Qwen3-30B-A3B, M = 8192) of the landed
