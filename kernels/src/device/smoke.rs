@@ -198,8 +198,8 @@ pub unsafe extern "ptx-kernel" fn smoke_wgmma_n256_bf16(a: *const u32, b: *const
     }));
 }
 
-/// Compile probe (`moe4_exp = "tmaprobe"`, sm_90a; not launched by the
-/// host yet): one `cp.async.bulk.tensor` 2-D tile (the box of the tensor
+/// TMA probe (`moe4_exp = "tmaprobe"`, sm_90a; `moe4::smoke` checks it
+/// wherever the loaded PTX has it): one `cp.async.bulk.tensor` 2-D tile (the box of the tensor
 /// map at global address `tmap`, 64 x 256 16-bit values with the 128-byte
 /// swizzle: 32 KiB, an FC2 chunk's activations) into shared memory,
 /// completed on an `mbarrier` with expect-tx, waited for by every thread
@@ -220,7 +220,7 @@ pub unsafe extern "ptx-kernel" fn smoke_tma_tile(tmap: u64, x0: u32, y0: u32, ou
         core::arch::asm!("mbarrier.init.shared::cta.b64 [{b}], 1;", b = in(reg32) bar, options(nostack));
         // The barrier's initialization visible to the async proxy (the
         // bulk copy's completion) before the copy is issued.
-        core::arch::asm!("fence.proxy.async.shared::cta;", options(nostack));
+        super::wgmma::fence_proxy_async();
     }
     sync();
     if t0 == 0 {
