@@ -40,7 +40,9 @@
 # H200), PART=45 (`ewx`; run 130); both removed. PART=46 (ncu of the
 # landed and `ewx` FC2) prepared, not run: `pf-ewx` must be rebuilt from
 # commit 3039628's kernels.
-# PART=47: the TMA tile smoke check (needs a bundle from 10cb9f6 or later).
+# PART=47: the TMA tile smoke check (needs a bundle from 10cb9f6 or later;
+# run 131 hung: the probe's barrier, duplicated by LLVM, was `bar.sync`).
+# Seventeenth session: PART=48 (FC2 fed by TMA, `tma`).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -71,7 +73,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg ewx tmaprobe; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg ewx tmaprobe tma; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -636,6 +638,35 @@ elif [ "$PART" = 42 ]; then
     run ab-old4-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-top4:2048:768:128:4 --m 2 --tuning wide=false,fc1_blocks=396,fc_blocks=100000
     run ab-old8-r$r 30 /tmp/b1/moe4 bench decode --shape $G --m 1 --tuning wide1=false,wide=true,fc1_blocks=396,fc_blocks=100000
   done
+elif [ "$PART" = 48 ]; then
+  # Issue 5: FC2 fed by TMA (`cargo xtask exp-ptx pf-tma tma`): the
+  # 128-row FC2's stages loaded by one thread (h rows as a 2-D box from the
+  # workspace's tensor map, codes and scales as bulk copies) and completed
+  # on per-stage `mbarrier`s; each warp waits on its stage's barrier and
+  # releases it with an arrival instead of a block barrier per chunk. The
+  # host picks `_tma` wherever the build has it (`tma=false`: the same
+  # PTX's cp.async kernels). First the TMA smoke checks (the bundle's own
+  # PTX has `smoke_tma_tile`), then the layer bit for bit against the own
+  # PTX, the prefill tests, the sanitizers, then the A/B. Predicted at
+  # M = 8192: Qwen3 -2 to -4 %, DeepSeek-V3 -3 to -6 %, GPT-OSS -2 to -4 %,
+  # Mixtral within +-2 %.
+  E="env MOE4_PTX_FILE=/tmp/pf-tma.ptx"
+  run smoke 90 /tmp/b1/moe4 smoke
+  run info-tma 90 $E /tmp/b1/moe4 info
+  run log-tma 30 $E env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
+  run compare-own 200 $E /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
+  run test-prefill-tma 180 $E /tmp/b1/test-prefill --test-threads=2
+  run memcheck-tma 90 $E "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-tma 90 $E "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run synccheck-tma 90 $E "$SAN" --tool synccheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  for r in 1 2 3; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+    run ab-tma-r$r 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+    run ab-tmaoff-r$r 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning tma=false
+  done
+  run ab-tma-4096 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
+  run ab-own-4096 60 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
 elif [ "$PART" = 47 ]; then
   # Issue 5 groundwork: the TMA tile check (`cargo xtask exp-ptx
   # pf-tmaprobe tmaprobe`): `moe4 smoke` under that PTX runs every smoke

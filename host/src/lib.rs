@@ -50,6 +50,7 @@ pub mod quant;
 pub mod reference;
 pub mod smoke;
 pub mod timeline;
+mod tma;
 mod w4a4;
 mod weights;
 

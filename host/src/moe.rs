@@ -232,6 +232,10 @@ pub struct Workspace {
     /// The `_dp` decode FC kernels' readiness counters
     /// ([`moe4_kernels::params::FcDpParams::ready`]): zero between calls.
     ready: CudaSlice<u32>,
+    /// The TMA-fed prefill FC2's tensor map over `h` for rows of the
+    /// weights' I (its row stride), in device memory (sm_90a; `None`
+    /// elsewhere, or where the driver could not encode it).
+    h_map: Option<(usize, CudaSlice<u64>)>,
     path: ForwardPath,
     tuning: Tuning,
 }
@@ -332,11 +336,19 @@ pub struct Tuning {
     /// latency: runs 84-86); `Some(true)`: always (an error where the build
     /// lacks the kernels); `Some(false)`: never.
     pub deps: Option<bool>,
+    /// The prefill FC2 on the 128-row kernels loads its stages by TMA
+    /// (the `_tma` kernels of builds with `moe4_exp = "tma"`): h's rows as
+    /// 2-D boxes from the workspace's tensor map, codes and scales as bulk
+    /// copies, all issued by one thread and completed on `mbarrier`s.
+    /// `None`: wherever the build has the kernels and the workspace the map
+    /// (made for these weights' I); `Some(true)`: the same, an error where
+    /// either is missing; `Some(false)`: never.
+    pub tma: Option<bool>,
 }
 
 impl Tuning {
     /// The settings [`Tuning::with`] takes: the fields' names.
-    pub const KEYS: [&'static str; 18] = [
+    pub const KEYS: [&'static str; 19] = [
         "pdl",
         "wide",
         "wide1",
@@ -355,6 +367,7 @@ impl Tuning {
         "fc2_slices",
         "w6",
         "deps",
+        "tma",
     ];
 
     /// These settings with some changed by `spec`: `key=value` pairs,
@@ -396,6 +409,7 @@ impl Tuning {
                 "fc2_slices" => self.fc2_slices = opt_num()?,
                 "w6" => self.w6 = opt_flag()?,
                 "deps" => self.deps = opt_flag()?,
+                "tma" => self.tma = opt_flag()?,
                 _ => {
                     return Err(unsupported(
                         "tuning setting",
@@ -429,6 +443,7 @@ impl Tuning {
             fc2_slices: None,
             w6: None,
             deps: None,
+            tma: None,
         }
     }
 }
@@ -472,6 +487,21 @@ impl Workspace {
         // Column-group tables: each active expert's last group may be
         // partly empty (up to MAX_GROUP - 1 unused columns).
         let group_slots = pairs + pairs.min(weights.experts) * (MAX_GROUP - 1);
+        // Decode h rows are indexed by column-group position: each active
+        // expert's last group may be partly empty (up to 31 unused rows).
+        let h: CudaSlice<u16> = stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?;
+        let h_map = if weights.gpu.arch().has_wgmma() {
+            let (addr, _g) = h.device_ptr(stream);
+            let rows = (h.len() / weights.inter) as u64;
+            // (A driver that cannot encode it: the FC2 kernels that load
+            // with `cp.async` instead; `tma=true` reports it.)
+            match crate::tma::TensorMap2d::bf16_rows(addr, rows, weights.inter as u64) {
+                Ok(map) => Some((weights.inter, stream.clone_htod(&map.0)?)),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
         Ok(Workspace {
             path: ForwardPath::Auto,
             tuning: Tuning::defaults(&weights.gpu),
@@ -482,9 +512,8 @@ impl Workspace {
             active: stream.alloc_zeros(4 * weights.experts)?,
             n_active: stream.alloc_zeros(3)?,
             invalid: stream.alloc_zeros(1)?,
-            // Decode h rows are indexed by column-group position: each active
-            // expert's last group may be partly empty (up to 31 unused rows).
-            h: stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?,
+            h,
+            h_map,
             y: stream.alloc_zeros(pairs * weights.hidden)?,
             groups: stream.alloc_zeros(4 * pairs)?,
             group_rows: stream.alloc_zeros(group_slots)?,
@@ -676,6 +705,8 @@ impl MoeWeights {
         let (hbuf, _h) = ws.h.device_ptr_mut(stream);
         let (ybuf, _y) = ws.y.device_ptr_mut(stream);
         let (ready, _r) = ws.ready.device_ptr_mut(stream);
+        // The tensor map over h, where it was made for this layer's I.
+        let h_map = ws.h_map.as_ref().filter(|(i, _)| *i == inter).map(|(_, map)| map.device_ptr(stream));
         let pairs = (m * k) as u32;
         let nt = tune.nt.unwrap_or_else(|| column_tiles(m * k, e));
         if !matches!(nt, 1 | 2 | 4) {
@@ -833,6 +864,7 @@ impl MoeWeights {
             k: inter as u32,
             rows: h as u32,
             y16: y16 as u32,
+            tmap: h_map.as_ref().map_or(0, |m| m.0),
             ..base
         };
         // The combine's parameters (FC2 in slices sets `slices` below).
@@ -854,11 +886,23 @@ impl MoeWeights {
             if mixed {
                 return Ok((format!("moe_pfw{fc}_{}_mix", T::NAME), pfw_smem_bytes(128), PFW_THREADS));
             }
-            if mixed256 {
-                return Ok((format!("moe_pfw{fc}_{}_mix256", T::NAME), pfw256_mix_smem_bytes(), PFW_THREADS));
-            }
-            if wg_cols == Some(PFW256_COLS) {
-                return Ok((format!("moe_pfw{fc}_{}_n256", T::NAME), pfw256_smem_bytes(), PFW_THREADS));
+            if mixed256 || wg_cols == Some(PFW256_COLS) {
+                let (kind, smem) =
+                    if mixed256 { ("mix256", pfw256_mix_smem_bytes()) } else { ("n256", pfw256_smem_bytes()) };
+                let name = format!("moe_pfw{fc}_{}_{kind}", T::NAME);
+                let tma = format!("{name}_tma");
+                let has_tma = h_map.is_some() && gpu.has_kernel(&tma);
+                if fc == "2" && tune.tma == Some(true) && !has_tma {
+                    return Err(unsupported(
+                        "TMA-fed FC2",
+                        "forced",
+                        "needs a prefill call on the 128-row kernels, a build with the `_tma` kernels (moe4_exp = \"tma\") and a Workspace made for these weights on sm_90a",
+                    ));
+                }
+                if fc == "2" && has_tma && tune.tma != Some(false) {
+                    return Ok((tma, smem, PFW_THREADS));
+                }
+                return Ok((name, smem, PFW_THREADS));
             }
             if let Some(c) = wg_cols {
                 return Ok((format!("moe_pfw{fc}_{}_n{c}", T::NAME), pfw_smem_bytes(c), PFW_THREADS));
@@ -1119,6 +1163,7 @@ mod tests {
             fc2_slices: None,
             w6: None,
             deps: None,
+            tma: None,
         }
     }
 

@@ -219,13 +219,13 @@ pub fn run(gpu: &Arc<Gpu>, seed: u64) -> Result<Vec<Check>> {
             total: 64 * 256,
         });
     }
-    // One TMA tile (builds with `smoke_tma_tile`, `moe4_exp = "tmaprobe"`;
-    // others skip it): a 64 x 256 box of a 16-bit [rows][cols] array with
-    // the 128-byte swizzle, as a TMA-fed FC2 would load a chunk of h. Box
-    // row r's 16-byte piece q must land at piece q ^ (r % 8) of its
-    // 128-byte row, the layout `smoke_wgmma_n256_bf16`'s B is written in.
+    // One TMA tile and one 1-D bulk copy (sm_90a builds): a 64 x 256 box
+    // of a 16-bit [rows][cols] array with the 128-byte swizzle, as the
+    // TMA-fed FC2 loads a chunk of h, and 4 KiB as it loads codes. Box row
+    // r's 16-byte piece q must land at piece q ^ (r % 8) of its 128-byte
+    // row, the layout `smoke_wgmma_n256_bf16`'s B is written in.
     if gpu.has_kernel("smoke_tma_tile") {
-        checks.push(tma_tile(gpu, &s)?);
+        checks.extend(tma_tile(gpu, &s)?);
     }
     s.synchronize()?;
     Ok(checks)
@@ -236,62 +236,53 @@ fn ptr<T>(b: &cudarc::driver::CudaSlice<T>, s: &cudarc::driver::CudaStream) -> u
     b.device_ptr(s).0
 }
 
-/// The `smoke_tma_tile` check (see [`run`]).
-fn tma_tile(gpu: &Arc<Gpu>, s: &Arc<cudarc::driver::CudaStream>) -> Result<Check> {
-    use cudarc::driver::sys;
-    // A 300 x 192 array of distinct values; the box starts at column 64,
-    // row 20 (every box element inside the array).
-    let (rows, cols, x0, y0) = (300usize, 192usize, 64usize, 20usize);
+/// The `smoke_tma_tile` checks (see [`run`]): the tile, and the 1-D copy.
+fn tma_tile(gpu: &Arc<Gpu>, s: &Arc<cudarc::driver::CudaStream>) -> Result<[Check; 2]> {
+    // A 300 x 192 array of distinct values; the boxes start at column 64.
+    let (rows, cols, x0) = (300usize, 192usize, 64usize);
     let v: Vec<u16> = (0..rows * cols).map(|i| i as u16).collect();
     let src = s.clone_htod(&v)?;
-    let dims = [cols as u64, rows as u64];
-    let strides = [2 * cols as u64];
-    let (bbox, elem) = ([64u32, 256], [1u32, 1]);
-    let mut map: sys::CUtensorMap = sys::CUtensorMap { opaque: [0; 16] };
-    // SAFETY: `map` is a writable CUtensorMap; the array pointers hold rank
-    // (2) entries (strides rank - 1); `src` holds rows x cols 16-bit
-    // values, 16-byte aligned, its row stride a multiple of 16 bytes.
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-            2,
-            ptr(&src, s) as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            bbox.as_ptr(),
-            elem.as_ptr(),
-            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-        .result()?;
-    }
-    // The map in global memory (cudarc's allocations are 256-byte aligned;
-    // the kernel needs 64).
-    let dmap = s.clone_htod(&map.opaque)?;
-    let out = s.alloc_zeros::<u32>(8192)?;
-    let (mp, op) = (ptr(&dmap, s), ptr(&out, s));
-    let (x, y) = (x0 as u32, y0 as u32);
-    let args: [&dyn crate::gpu::ArgRef; 4] = [&mp, &x, &y, &op];
-    // SAFETY: one block of 256 threads with the shared memory the kernel
-    // documents; `dmap` a CUtensorMap in global memory, `out` 8192 words.
-    unsafe { gpu.launch_args_smem(s, "smoke_tma_tile", 1, 256, 32768 + 1024 + 8, &args)? };
-    let got = s.clone_dtoh(&out)?;
-    let mut bad = 0;
-    for r in 0..256 {
-        for q in 0..8 {
-            for e in 0..8 {
-                // Halves e of piece q of box row r: element x0 + 8 q + e of
-                // row y0 + r, stored at piece q ^ (r % 8).
-                let want = v[(y0 + r) * cols + x0 + 8 * q + e];
-                let at = r * 64 + 8 * (q ^ (r % 8)) + e;
-                let word = got[at / 2];
-                let have = if at % 2 == 0 { word as u16 } else { (word >> 16) as u16 };
-                bad += (have != want) as usize;
+    let map = crate::tma::TensorMap2d::bf16_rows(ptr(&src, s), rows as u64, cols as u64)?;
+    let dmap = s.clone_htod(&map.0)?;
+    let words: Vec<u32> = (0..1024u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    let bulk = s.clone_htod(&words)?;
+    let out = s.alloc_zeros::<u32>(8192 + 1024 + 1)?;
+    let (mp, bp, op) = (ptr(&dmap, s), ptr(&bulk, s), ptr(&out, s));
+    let (mut bad, mut bad1) = (0, 0);
+    // A box inside the array, then one whose last rows lie past its end
+    // (they read as zero).
+    for y0 in [20usize, 200] {
+        let (x, y) = (x0 as u32, y0 as u32);
+        let args: [&dyn crate::gpu::ArgRef; 5] = [&mp, &x, &y, &bp, &op];
+        // SAFETY: one block of 256 threads with the shared memory the
+        // kernel documents; `dmap` a CUtensorMap in global memory, `bulk`
+        // 4096 bytes, `out` 9217 words.
+        unsafe { gpu.launch_args_smem(s, "smoke_tma_tile", 1, 256, 32768 + 4096 + 1024 + 8, &args)? };
+        let got = s.clone_dtoh(&out)?;
+        // A copy that never completed (the kernel's bounded wait ran
+        // out): every element counts as wrong.
+        let done = got[9216] == 1;
+        for r in 0..256 {
+            for q in 0..8 {
+                for e in 0..8 {
+                    // Half e of piece q of box row r: element x0 + 8 q + e
+                    // of row y0 + r, stored at piece q ^ (r % 8).
+                    let want = if y0 + r < rows { v[(y0 + r) * cols + x0 + 8 * q + e] } else { 0 };
+                    let at = r * 64 + 8 * (q ^ (r % 8)) + e;
+                    let word = got[at / 2];
+                    let have = if at % 2 == 0 { word as u16 } else { (word >> 16) as u16 };
+                    bad += (have != want || !done) as usize;
+                }
             }
         }
+        bad1 += (0..1024).filter(|&i| got[8192 + i] != words[i] || !done).count();
     }
-    Ok(Check { name: "TMA 2-D tile, 128-byte swizzle (64 x 256 box)", mismatches: bad, total: 256 * 64 })
+    Ok([
+        Check {
+            name: "TMA 2-D tile, 128-byte swizzle (64 x 256 box; inside, past the end)",
+            mismatches: bad,
+            total: 2 * 256 * 64,
+        },
+        Check { name: "cp.async.bulk 1-D (4 KiB)", mismatches: bad1, total: 2 * 1024 },
+    ])
 }

@@ -423,9 +423,14 @@ pub const PFW256_OUT_STRIDE_FC2: u32 = 2 * 128 + 16;
 /// Dynamic shared memory of a 128-row `wgmma` prefill block: the stages
 /// and their scales (512 bytes each; the epilogue's staging tile is the
 /// last two stages), two tables of a group's pairs and weights (2 KiB
-/// each), three prefetch slots (a record and 256 pairs), 1 KiB to align.
+/// each), three prefetch slots (a record and 256 pairs), the TMA-fed
+/// FC2's two `mbarrier`s per stage (8 bytes each), 1 KiB to align.
 pub const fn pfw256_smem_bytes() -> u32 {
-    PFW256_STAGES * (PFW256_STAGE_BYTES + 512) + 2 * 8 * PFW256_COLS + 3 * (16 + 4 * PFW256_COLS) + 1024
+    PFW256_STAGES * (PFW256_STAGE_BYTES + 512)
+        + 2 * 8 * PFW256_COLS
+        + 3 * (16 + 4 * PFW256_COLS)
+        + 16 * PFW256_STAGES
+        + 1024
 }
 /// Dynamic shared memory of the mixed 128-row kernels: the 128-row loop's
 /// or the 128-pair loop's, the larger.

@@ -147,6 +147,11 @@ pub struct FcParams {
     /// `moe_combine_sl_*` sums. Unused by the others. (Placed where the
     /// struct had padding: the other kernels' parameters keep their size.)
     pub slices: u32,
+    /// The `_tma` prefill FC2 kernels: the global address of a
+    /// `CUtensorMap` over `input` (h, `[rows][k]` 16-bit, boxes of 64 x 256
+    /// with the 128-byte swizzle; `moe4`'s `tma` module). Unused by the
+    /// others.
+    pub tmap: u64,
 }
 
 /// Combine: `out[m] = sum_j y[m * topk + j]` over valid ids, in j order.

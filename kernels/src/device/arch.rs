@@ -73,25 +73,6 @@ pub fn sync() {
     unsafe { nvptx::_syncthreads() }
 }
 
-/// Waits until the phase of parity `parity` of the `mbarrier` at shared
-/// address `a` has completed (acquire). The retry loop is inside the PTX
-/// (labels scoped by the braces, as CUTLASS's `ClusterBarrier::wait`):
-/// a loop in Rust around `try_wait` made ptxas serialize the `wgmma`s of
-/// the kernel (C7518, runs 48-50's `prefill_ws`).
-///
-/// # Safety
-/// `a` is an initialized `mbarrier` in shared memory.
-#[inline(always)]
-// PTX has no numeric local labels; its labels are scoped by the braces, so
-// each inlined copy of this block has its own.
-#[allow(named_asm_labels)]
-pub unsafe fn mbar_wait(a: u32, parity: u32) {
-    asm!(
-        "{{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [{a}], {ph}; @p bra.uni DONE; bra.uni WAIT; DONE: }}",
-        a = in(reg32) a, ph = in(reg32) parity, options(nostack)
-    )
-}
-
 /// `__syncthreads()` that is correct from divergent code: PTX's
 /// non-`.aligned` `barrier.sync` (sm_70+), which threads may reach through
 /// different copies of the instruction. LLVM does not treat inline asm as

@@ -9,6 +9,7 @@
 //! | `prefill_wg` | `moe_pfw*`: prefill grouped GEMMs on `wgmma` (sm_90a builds) |
 //! | `prefill_w256` | `moe_pfw*_n256`, `_mix256`: 128-row x 256-pair `wgmma` tiles (sm_90a builds) |
 //! | `wgmma` | the `wgmma` instruction, fences, descriptors (sm_90a builds) |
+//! | `tma` | `mbarrier`s, `cp.async.bulk` and `cp.async.bulk.tensor` copies (sm_90a builds) |
 //! | [`combine`] | `moe_combine_*`: deterministic sum over k |
 //! | [`w4a4`] | `w4a4_gemm_*`, `w4a4_quantize_*`, baseline `w4a4_dequant_*` |
 //! | `w4a4_wg` | `w4a4_gemm_wg_*`: the W4A4 GEMM on `wgmma` s8 (sm_90a builds) |
@@ -87,6 +88,8 @@ pub mod prefill_w256;
 pub mod prefill_wg;
 pub mod route;
 pub mod smoke;
+#[cfg(moe4_arch = "sm_90a")]
+pub mod tma;
 pub mod trace;
 pub mod util;
 pub mod w4a4;

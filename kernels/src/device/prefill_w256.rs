@@ -43,6 +43,19 @@
 //! 256 bytes; a `cp.async.bulk` per piece was slower, run 98); FC2 with
 //! f32 y stores directly.
 //!
+//! **TMA** (`_tma` FC2 kernels, `moe4_exp = "tma"` builds): FC2's B rows
+//! are h in slot order, so a chunk's 256 x 128-byte B tile is one 2-D box
+//! of a tensor map over h (`p.tmap`, the 128-byte swizzle done by the
+//! copy), and the 4 tasks' codes and scales 1-D bulk copies: thread 0
+//! issues a chunk's 9 copies and arms the stage's full `mbarrier` with
+//! their bytes. Every thread waits on that barrier instead of a block
+//! barrier per chunk, and arrives on the stage's empty barrier once its
+//! warp's `wgmma`s of the chunk are complete (chunk c - 1's at chunk c's
+//! third k-step), where the stage is reloaded in the same tile; thread 0
+//! waits for those arrivals before reloading it. The stages the next tile
+//! starts with are covered by the tile-end barrier as before, and the
+//! staging tile by one block barrier at each tile's first chunk.
+//!
 //! **Mixed** (`_mix256`): the routing's 256-pair groups on these tiles,
 //! then each expert's last 1-128 pairs in one or two narrow groups of 64
 //! ([`crate::groups`]) on the 256-row x 64-pair loop of
@@ -51,6 +64,7 @@
 use super::arch::*;
 use super::fc::{dequant_step, global_scales, post, tile_scales, Gate};
 use super::prefill_wg::{token_of, topk_reciprocal};
+use super::tma::{bulk_load, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_inval, mbar_wait, tma_load_2d};
 use super::wgmma;
 use crate::launch::{
     PFW256_COLS, PFW256_OUT_STRIDE_FC1, PFW256_OUT_STRIDE_FC2, PFW256_STAGES, PFW256_STAGE_BYTES, PFW256_X_BYTES,
@@ -86,6 +100,8 @@ struct Tile {
     cok: bool,
     ssrc: u64,
     sok: bool,
+    /// The first task's chunk index in the codes and scales (TMA loads).
+    tbase: u64,
 }
 
 impl Tile {
@@ -147,7 +163,7 @@ impl Tile {
         } else {
             p.scales
         };
-        Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, csrc, cok, ssrc, sok }
+        Tile { tab, e, slot0, n_cols, task0, ntask, xsrc, csrc, cok, ssrc, sok, tbase: task_base }
     }
 
     /// Chunk `c`'s copies into stage `s` (at `sb`; its scales at `scb`).
@@ -165,11 +181,34 @@ impl Tile {
         }
     }
 
+    /// Chunk `c`'s copies into stage `s` (at `sb`; its scales at `scb`) by
+    /// TMA, issued by the calling thread and completing on the `mbarrier`
+    /// at `bar`: the 256 h rows from `slot0` as one 2-D box (rows past
+    /// the group's pairs are other groups' rows, or zeros past h's end:
+    /// never stored, module docs), the busy tasks' codes and scales as 1-D
+    /// bulk copies (an idle task's stay as they were: its rows are not
+    /// stored either).
+    #[inline(always)]
+    unsafe fn load_tma(&self, p: &FcParams, c: u32, sb: u32, scb: u32, bar: u32, nchunks: u32) {
+        mbar_arrive_expect_tx(bar, PFW256_X_BYTES + self.ntask * (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES) as u32);
+        tma_load_2d(sb, p.tmap, c * KCHUNK as u32, self.slot0, bar);
+        unroll!(TASKS as usize, |t| {
+            if (t as u32) < self.ntask {
+                let at = self.tbase + (t as u32 * nchunks + c) as u64;
+                bulk_load(sb + PFW256_X_BYTES + 1024 * t as u32, p.codes + at * CHUNK_CODE_BYTES as u64, 1024, bar);
+                let scale = p.scales + at * CHUNK_SCALE_BYTES as u64;
+                bulk_load(scb + CHUNK_SCALE_BYTES as u32 * t as u32, scale, CHUNK_SCALE_BYTES as u32, bar);
+            }
+        });
+    }
+
     /// The first `STAGES - 2` chunks' copies, one commit group each (the
     /// first also copies FC2's pairs and weights of the group to `tab`:
     /// 256 u32, then 256 f32).
+    /// With `bars` (TMA: the stages' full barriers), thread 0 issues the
+    /// chunks by TMA instead, and one commit group holds the tables.
     #[inline(always)]
-    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32) {
+    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32, bars: Option<u32>) {
         let t0 = tid();
         if !FC1 && (64..64 + COLS / 2).contains(&t0) {
             let j = t0 - 64;
@@ -177,6 +216,19 @@ impl Tile {
             cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
         }
         let scales = base + STAGES * PFW256_STAGE_BYTES;
+        if let Some(bars) = bars {
+            cp_async_commit();
+            if t0 == 0 {
+                unroll!(STAGES as usize - 2, |s| {
+                    let s = s as u32;
+                    if s < nchunks {
+                        let (sb, scb) = (base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
+                        self.load_tma(p, s, sb, scb, bars + 8 * s, nchunks);
+                    }
+                });
+            }
+            return;
+        }
         let mut s = 0;
         while s < STAGES - 2 {
             if s < nchunks {
@@ -215,12 +267,24 @@ fn blocks_per_group(rows: u32) -> u32 {
 /// Where the FC2 tables start, from the 1 KiB aligned base (after the
 /// stages and their scales; `pfw256_smem_bytes` in [`crate::launch`]).
 const TABLES_AT: u32 = STAGES * (PFW256_STAGE_BYTES + SCALE_BYTES);
+/// The TMA-fed FC2's `mbarrier`s, after the prefetch slots: per stage a
+/// full one (the producer's expect-tx arrival and the copies' bytes), then
+/// per stage an empty one (every thread's arrival once its warp's reads of
+/// the stage are done).
+const BARS_AT: u32 = TABLES_AT + 2 * 8 * COLS + 3 * PRE_SLOT;
 const STAGES: u32 = PFW256_STAGES;
 
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
-/// column groups.
+/// column groups. `TMA` (FC2 only): the stages are loaded by TMA
+/// (module docs, "TMA").
 #[inline(always)]
-unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: u32, mut tile: u32, zero: u32) {
+unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
+    p: &FcParams,
+    groups: u32,
+    mut tile: u32,
+    zero: u32,
+) {
+    let tma = TMA && !FC1;
     let t0 = tid() + zero;
     let (warp, lane) = (t0 / 32, t0 % 32);
     let tpe = (p.rows + zero) / TASK_ROWS as u32;
@@ -242,6 +306,22 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
     if tile >= tiles {
         return;
     }
+    let bars = base + BARS_AT;
+    let (full, empty) = (|s: u32| bars + 8 * s, |s: u32| bars + 8 * (STAGES + s));
+    if tma {
+        if t0 == 0 {
+            unroll!(STAGES as usize, |s| {
+                mbar_init(full(s as u32), 1);
+                mbar_init(empty(s as u32), PFW_THREADS);
+            });
+        }
+        // (Reached from both sides of the branch: the non-`.aligned` form.)
+        sync_divergent();
+    }
+    let tma_bars = if tma { Some(bars) } else { None };
+    // The phase parities of the full barriers (every thread) and of the
+    // empty ones (thread 0, the producer), one bit per stage.
+    let (mut fph, mut eph) = (0u32, 0u32);
     let mut cur = Tile::new::<FC1>(p, tile, tpb, tpe, nchunks);
     let mut parity = 0;
     {
@@ -255,7 +335,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         }
         prefetch_record(p, t1 + gdim_here(), tiles, tpb, pre_at(2));
     }
-    cur.prologue::<FC1>(p, nchunks, base, tables);
+    cur.prologue::<FC1>(p, nchunks, base, tables, tma_bars);
     // Warp w: mtile w % 2 of the block's task w / 2.
     let (wtask, wmt) = (warp / 2, warp % 2);
     while tile < tiles {
@@ -263,29 +343,52 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         let mut acc = [[0f32; 4]; NT];
         // Chunk `c` in stage `s` (the loop runs STAGES chunks per
         // iteration, so `s` is a constant: no `c % STAGES`).
-        let chunk = |c: u32, s: u32, acc: &mut [[f32; 4]; NT]| {
-            cp_async_wait_dyn(STAGES - 3);
-            // (`mbprobe`, a compile-only probe: a stage wait on an
-            // `mbarrier` in the k-loop; does ptxas keep the `wgmma`
-            // pipeline? Not a working kernel.)
-            if cfg!(moe4_exp = "mbprobe") {
-                mbar_wait(scales + s * SCALE_BYTES, c & 1);
-            }
-            // (`moe4_exp` builds leave one part out, to time the others,
-            // as in prefill_wg.rs.)
-            if !cfg!(moe4_exp = "nofence") {
-                wgmma::fence_proxy_async();
-            }
-            if !cfg!(moe4_exp = "nosync") {
-                sync();
-            }
+        let mut chunk = |c: u32, s: u32, acc: &mut [[f32; 4]; NT]| {
             let next = c + STAGES - 2;
-            if next < nchunks && !cfg!(moe4_exp = "noload") {
-                // The stage two back.
-                let sn = if s >= 2 { s - 2 } else { s + STAGES - 2 };
-                cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+            // The stage two back, and the one before.
+            let sn = if s >= 2 { s - 2 } else { s + STAGES - 2 };
+            let sprev = if s >= 1 { s - 1 } else { STAGES - 1 };
+            // TMA: every thread arrives on the empty barrier of chunk c - 1's
+            // stage once its warp's reads of it are done, where the producer
+            // reloads that stage in this tile (chunk c - 1 + STAGES).
+            let release = tma && c >= 1 && c - 1 + STAGES < nchunks;
+            if tma {
+                mbar_wait(full(s), (fph >> s) & 1);
+                fph ^= 1 << s;
+                if c == 0 {
+                    // The previous tile's staging tile (the last two
+                    // stages, generic-proxy writes and reads) is done with
+                    // before this tile's chunks c = 0, 1 load into it.
+                    wgmma::fence_proxy_async();
+                    sync();
+                }
+                if t0 == 0 && next < nchunks {
+                    // Its previous chunk (c - 2) released by every warp.
+                    if c >= 2 {
+                        mbar_wait(empty(sn), (eph >> sn) & 1);
+                        eph ^= 1 << sn;
+                    }
+                    let (sb, scb) = (base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+                    cur.load_tma(p, next, sb, scb, full(sn), nchunks);
+                }
+            } else {
+                cp_async_wait_dyn(STAGES - 3);
+                // (`moe4_exp` builds leave one part out, to time the others,
+                // as in prefill_wg.rs.)
+                if !cfg!(moe4_exp = "nofence") {
+                    wgmma::fence_proxy_async();
+                }
+                if !cfg!(moe4_exp = "nosync") {
+                    sync();
+                }
+                if next < nchunks && !cfg!(moe4_exp = "noload") {
+                    cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+                }
+                cp_async_commit();
             }
-            cp_async_commit();
+            if !wg_busy && release {
+                mbar_arrive(empty(sprev));
+            }
             if wg_busy {
                 let sb = base + s * PFW256_STAGE_BYTES;
                 let wa = lds_v4(sb + PFW256_X_BYTES + wtask * 1024 + wmt * 512 + 16 * lane);
@@ -298,6 +401,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
                     if st < 3 {
                         wgmma::wait::<2>();
                         a[(st + 1) % 2] = a_of(st + 1);
+                    }
+                    // (After this k-step's wait, chunk c - 1's groups are
+                    // complete.)
+                    if st == 2 && release {
+                        mbar_arrive(empty(sprev));
                     }
                     wgmma::fence();
                     let desc = wgmma::desc_sw128(sb + 32 * st as u32);
@@ -344,7 +452,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
             }
             prefetch_record(p, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
             pslot = s1;
-            cur.prologue::<FC1>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS);
+            cur.prologue::<FC1>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS, tma_bars);
         }
         // (The `noepi` build stores nothing: the epilogue's cost, timed;
         // a fold of the accumulators keeps the `wgmma`s.)
@@ -407,6 +515,18 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool>(p: &FcParams, groups: 
         }
         tile = next;
         parity ^= 1;
+    }
+    if tma {
+        // Every copy was waited for; the barriers' memory may be reused
+        // (the mixed kernels' narrow tiles).
+        sync();
+        if t0 == 0 {
+            let mut b = 0;
+            while b < 2 * STAGES {
+                mbar_inval(bars + 8 * b);
+                b += 1;
+            }
+        }
     }
 }
 
@@ -528,9 +648,9 @@ unsafe fn store_fc2_f32<const BF16: bool>(
 }
 
 macro_rules! w256_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
+    ($($name:ident: $fc1:literal, $bf16:literal, $tma:literal;)*) => {$(
         /// `wgmma` 128-row x 256-pair prefill GEMM instance `(FC1?,
-        /// bf16?)`; see the module docs.
+        /// bf16?, TMA?)`; see the module docs (`TMA`: `p.tmap` set).
         ///
         /// # Safety
         /// `p` as [`FcParams`] documents, routed with `group = 256`,
@@ -540,14 +660,15 @@ macro_rules! w256_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
+            prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid(), 0)
         }
     )*};
 }
 
 macro_rules! w256_mixed_kernels {
-    ($($name:ident: $fc1:literal, $bf16:literal;)*) => {$(
-        /// `wgmma` prefill GEMM instance `(FC1?, bf16?)` for mixed groups:
+    ($($name:ident: $fc1:literal, $bf16:literal, $tma:literal;)*) => {$(
+        /// `wgmma` prefill GEMM instance `(FC1?, bf16?, TMA?)` for mixed
+        /// groups (`TMA`: `p.tmap` set):
         /// the 256-pair groups on 128-row tiles, then the narrow ones (at
         /// most 64 pairs) on 256-row x 64-pair tiles, as one sequence of
         /// tiles over the grid.
@@ -560,7 +681,7 @@ macro_rules! w256_mixed_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+            prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
             sync();
             let zero = opaque(0);
             let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
@@ -575,15 +696,28 @@ macro_rules! w256_mixed_kernels {
 }
 
 w256_kernels! {
-    moe_pfw1_bf16_n256: true, true;
-    moe_pfw1_f16_n256: true, false;
-    moe_pfw2_bf16_n256: false, true;
-    moe_pfw2_f16_n256: false, false;
+    moe_pfw1_bf16_n256: true, true, false;
+    moe_pfw1_f16_n256: true, false, false;
+    moe_pfw2_bf16_n256: false, true, false;
+    moe_pfw2_f16_n256: false, false, false;
+}
+
+// The TMA-fed FC2 (`moe4_exp = "tma"` builds while it is measured).
+#[cfg(moe4_exp = "tma")]
+w256_kernels! {
+    moe_pfw2_bf16_n256_tma: false, true, true;
+    moe_pfw2_f16_n256_tma: false, false, true;
 }
 
 w256_mixed_kernels! {
-    moe_pfw1_bf16_mix256: true, true;
-    moe_pfw1_f16_mix256: true, false;
-    moe_pfw2_bf16_mix256: false, true;
-    moe_pfw2_f16_mix256: false, false;
+    moe_pfw1_bf16_mix256: true, true, false;
+    moe_pfw1_f16_mix256: true, false, false;
+    moe_pfw2_bf16_mix256: false, true, false;
+    moe_pfw2_f16_mix256: false, false, false;
+}
+
+#[cfg(moe4_exp = "tma")]
+w256_mixed_kernels! {
+    moe_pfw2_bf16_mix256_tma: false, true, true;
+    moe_pfw2_f16_mix256_tma: false, false, true;
 }

@@ -198,46 +198,51 @@ pub unsafe extern "ptx-kernel" fn smoke_wgmma_n256_bf16(a: *const u32, b: *const
     }));
 }
 
-/// TMA probe (`moe4_exp = "tmaprobe"`, sm_90a; `moe4::smoke` checks it
-/// wherever the loaded PTX has it): one `cp.async.bulk.tensor` 2-D tile (the box of the tensor
-/// map at global address `tmap`, 64 x 256 16-bit values with the 128-byte
-/// swizzle: 32 KiB, an FC2 chunk's activations) into shared memory,
-/// completed on an `mbarrier` with expect-tx, waited for by every thread
-/// with [`mbar_wait`], then copied to `out` (8192 words) as it lies in
-/// shared memory. The syntax the TMA-fed FC2 needs (perf-notes, sixteenth
-/// session).
+/// TMA check (sm_90a; `moe4::smoke` runs it): one `cp.async.bulk.tensor`
+/// 2-D tile (the box of the tensor map at global address `tmap` whose
+/// first element is (`x0`, `y0`), 64 x 256 16-bit values with the 128-byte
+/// swizzle: 32 KiB, an FC2 chunk of activations) and one 1-D
+/// `cp.async.bulk` of 4 KiB from `src` (a chunk's codes) into shared
+/// memory, both completing on one `mbarrier` armed with expect-tx. The wait
+/// is bounded (a copy that never lands is reported, not a hang): `out`
+/// gets the 8192 words of the tile as they lie in shared memory, the 1024
+/// copied words, then 1 if the barrier's phase completed (else 0).
 ///
 /// # Safety
-/// One block of 256 threads; `32768 + 1024 + 8` bytes of dynamic shared
-/// memory; `tmap` a `CUtensorMap` in global memory; `out` 8192 words.
-#[cfg(all(moe4_arch = "sm_90a", moe4_exp = "tmaprobe"))]
+/// One block of 256 threads; `32768 + 4096 + 1024 + 8` bytes of dynamic
+/// shared memory; `tmap` a `CUtensorMap` in global memory; `src` 4096
+/// bytes, 16-byte aligned; `out` 9217 words.
+#[cfg(moe4_arch = "sm_90a")]
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn smoke_tma_tile(tmap: u64, x0: u32, y0: u32, out: *mut u32) {
+pub unsafe extern "ptx-kernel" fn smoke_tma_tile(tmap: u64, x0: u32, y0: u32, src: u64, out: *mut u32) {
+    use super::tma::*;
     let t0 = tid();
     let base = (smem() + 1023) & !1023;
-    let bar = base + 32768;
+    let bulk = base + 32768;
+    let bar = bulk + 4096;
     if t0 == 0 {
-        core::arch::asm!("mbarrier.init.shared::cta.b64 [{b}], 1;", b = in(reg32) bar, options(nostack));
-        // The barrier's initialization visible to the async proxy (the
-        // bulk copy's completion) before the copy is issued.
-        super::wgmma::fence_proxy_async();
+        mbar_init(bar, 1);
     }
-    sync();
+    // (Reached from both sides of the branch above: LLVM may duplicate a
+    // barrier there, which only the non-`.aligned` form survives.)
+    sync_divergent();
     if t0 == 0 {
-        core::arch::asm!(
-            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{b}], 32768;",
-            b = in(reg32) bar, options(nostack)
-        );
-        core::arch::asm!(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{m}, {{{x}, {y}}}], [{b}];",
-            d = in(reg32) base, m = in(reg64) tmap, x = in(reg32) x0, y = in(reg32) y0, b = in(reg32) bar,
-            options(nostack)
-        );
+        mbar_arrive_expect_tx(bar, 32768 + 4096);
+        tma_load_2d(base, tmap, x0, y0, bar);
+        bulk_load(bulk, src, 4096, bar);
     }
-    mbar_wait(bar, 0);
+    let mut done = false;
+    let mut n = 0u32;
+    while !done && n < 1 << 22 {
+        done = mbar_test(bar, 0);
+        n += 1;
+    }
     let mut i = t0;
-    while i < 8192 {
+    while i < 8192 + 1024 {
         *out.add(i as usize) = lds(base + 4 * i);
         i += 256;
+    }
+    if t0 == 0 {
+        *out.add(9216) = done as u32;
     }
 }
