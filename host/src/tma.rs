@@ -28,10 +28,10 @@ impl TensorMap2d {
             value: value.to_string(),
             limit: limit.into(),
         };
-        if addr % 16 != 0 {
+        if !addr.is_multiple_of(16) {
             return Err(Error::Alignment { what: "tensor map base".into(), align: 16, addr });
         }
-        if cols == 0 || cols % 8 != 0 || cols > 1 << 32 {
+        if cols == 0 || !cols.is_multiple_of(8) || cols > 1 << 32 {
             return Err(bad("columns", cols, "a multiple of 8 (16-byte rows), at most 2^32"));
         }
         if rows == 0 || rows > 1 << 32 {
