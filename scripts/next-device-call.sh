@@ -651,20 +651,22 @@ elif [ "$PART" = 48 ]; then
   # M = 8192: Qwen3 -2 to -4 %, DeepSeek-V3 -3 to -6 %, GPT-OSS -2 to -4 %,
   # Mixtral within +-2 %.
   E="env MOE4_PTX_FILE=/tmp/pf-tma.ptx"
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
   run smoke 90 /tmp/b1/moe4 smoke
   run info-tma 90 $E /tmp/b1/moe4 info
   run log-tma 30 $E env MOE4_LOG_LAUNCHES=1 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
-  run compare-own 200 $E /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
-  run test-prefill-tma 180 $E /tmp/b1/test-prefill --test-threads=2
-  run memcheck-tma 90 $E "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run racecheck-tma 90 $E "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run synccheck-tma 90 $E "$SAN" --tool synccheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
-  for r in 1 2 3; do
+  run compare-own 150 $E /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
+  for r in 1 2; do
     run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
     run ab-tma-r$r 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
     run ab-tmaoff-r$r 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning tma=false
   done
+  run test-prefill-tma 150 $E /tmp/b1/test-prefill --test-threads=2
+  run memcheck-tma 90 $E "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-tma 90 $E "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run synccheck-tma 90 $E "$SAN" --tool synccheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run ab-own-r3 60 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tma-r3 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
   run ab-tma-4096 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run ab-own-4096 60 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
 elif [ "$PART" = 47 ]; then
