@@ -669,6 +669,18 @@ elif [ "$PART" = 48 ]; then
   run ab-tma-r3 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
   run ab-tma-4096 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run ab-own-4096 60 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
+elif [ "$PART" = 49 ]; then
+  # PART=48 cut to what little device time is left: the TMA smoke checks,
+  # one A/B round (the first `tma` run includes its PTX's JIT), then the
+  # bit-for-bit comparison as far as it fits.
+  E="env MOE4_PTX_FILE=/tmp/pf-tma.ptx"
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  run smoke 70 /tmp/b1/moe4 smoke
+  run ab-tma-r1 100 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-own-r1 40 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tmaoff-r1 40 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning tma=false
+  run ab-tma-r2 40 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run compare-own 150 $E /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
 elif [ "$PART" = 47 ]; then
   # Issue 5 groundwork: the TMA tile check (`cargo xtask exp-ptx
   # pf-tmaprobe tmaprobe`): `moe4 smoke` under that PTX runs every smoke

@@ -233,8 +233,9 @@ pub struct Workspace {
     /// ([`moe4_kernels::params::FcDpParams::ready`]): zero between calls.
     ready: CudaSlice<u32>,
     /// The TMA-fed prefill FC2's tensor map over `h` for rows of the
-    /// weights' I (its row stride), in device memory (sm_90a; `None`
-    /// elsewhere, or where the driver could not encode it).
+    /// weights' I (its row stride), in device memory (sm_90a builds with
+    /// the `_tma` kernels; `None` elsewhere, or where the driver could not
+    /// encode it).
     h_map: Option<(usize, CudaSlice<u64>)>,
     path: ForwardPath,
     tuning: Tuning,
@@ -490,7 +491,9 @@ impl Workspace {
         // Decode h rows are indexed by column-group position: each active
         // expert's last group may be partly empty (up to 31 unused rows).
         let h: CudaSlice<u16> = stream.alloc_zeros((pairs + pairs.min(weights.experts) * 31) * weights.inter)?;
-        let h_map = if weights.gpu.arch().has_wgmma() {
+        // (Only where the build has the TMA-fed FC2.)
+        let tma_fc2 = ["bf16", "f16"].iter().any(|t| weights.gpu.has_kernel(&format!("moe_pfw2_{t}_mix256_tma")));
+        let h_map = if weights.gpu.arch().has_wgmma() && tma_fc2 {
             let (addr, _g) = h.device_ptr(stream);
             let rows = (h.len() / weights.inter) as u64;
             // (A driver that cannot encode it: the FC2 kernels that load
