@@ -368,11 +368,8 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
                         mbar_wait(empty(sn), (eph >> sn) & 1);
                         eph ^= 1 << sn;
                     }
-                    // (Addresses from a fresh read of the shared base: the
-                    // same as `base`, `zero` being 0, but not held for it.)
-                    let b = (smem_here() + 1023) & !1023;
-                    let (sb, scb) = (b + sn * PFW256_STAGE_BYTES, b + STAGES * PFW256_STAGE_BYTES + sn * SCALE_BYTES);
-                    cur.load_tma(p, next, sb, scb, b + BARS_AT + 8 * sn, nchunks);
+                    let (sb, scb) = (base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+                    cur.load_tma(p, next, sb, scb, full(sn), nchunks);
                 }
             } else {
                 cp_async_wait_dyn(STAGES - 3);
