@@ -42,7 +42,9 @@
 # commit 3039628's kernels.
 # PART=47: the TMA tile smoke check (needs a bundle from 10cb9f6 or later;
 # run 131 hung: the probe's barrier, duplicated by LLVM, was `bar.sync`).
-# Seventeenth session: PART=48 (FC2 fed by TMA, `tma`).
+# Seventeenth session: PART=48 (FC2 fed by TMA, `tma`). Eighteenth:
+# PART=50 (PART=48 reordered for a short call, plus `pf-land`; run 132),
+# PART=51 (`tmac`: codes and scales by cp.async onto the mbarriers).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -73,7 +75,7 @@ C=$(dirname "$0")
 mkdir -p /tmp/b1 && tar xJf "$C/bundle.tar.xz" -C /tmp/b1
 for x in deps trace fdiv; do [ -f "$C/exp/decode-$x.ptx.gz" ] && gunzip -c "$C/exp/decode-$x.ptx.gz" > /tmp/$x.ptx; done
 [ -f "$C/exp/n256.ptx.gz" ] && gunzip -c "$C/exp/n256.ptx.gz" > /tmp/n256.ptx
-for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg ewx tmaprobe tma; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
+for x in nosync noload nowgmma nofence w epi noepi silu sd0 nobulk stv4 stv4w dco dco1 evf evl s6 nfe epl eplw land fcomb fcomb2 ewg ewx tmaprobe tma tmac; do [ -f "$C/exp/pf-$x.ptx.gz" ] && gunzip -c "$C/exp/pf-$x.ptx.gz" > /tmp/pf-$x.ptx; done
 D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
@@ -672,6 +674,57 @@ elif [ "$PART" = 48 ]; then
   run ab-tma-r3 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
   run ab-tma-4096 60 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run ab-own-4096 60 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
+elif [ "$PART" = 50 ]; then
+  # PART=48 in order of value for a short call (eighteenth session): the
+  # `tma` PTX from the commit that reapplies the k-loop producer's fresh
+  # shared base (spill 4/4 bytes) and passes `tma: bool` to the prologue;
+  # `pf-land` = that commit's default sm_90a PTX (its n256/mix256 kernels'
+  # statements reordered by LLVM): both bit for bit against the landed PTX.
+  E="env MOE4_PTX_FILE=/tmp/pf-tma.ptx"
+  L="env MOE4_PTX_FILE=/tmp/pf-land.ptx"
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  run smoke 90 /tmp/b1/moe4 smoke
+  run ab-tma-r1 100 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-own-r1 50 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tmaoff-r1 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning tma=false
+  run ab-tma-r2 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-own-r2 50 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run compare-tma 150 $E /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
+  run test-prefill-tma 150 $E /tmp/b1/test-prefill --test-threads=2
+  run memcheck-tma 90 $E "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-tma 90 $E "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run synccheck-tma 90 $E "$SAN" --tool synccheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run compare-land 150 $L /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
+  run ab-tma-r3 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-own-r3 50 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tmaoff-r2 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning tma=false
+  run ab-tmaoff-r3 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192 --tuning tma=false
+  run ab-tma-4096 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
+  run ab-own-4096 50 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
+  run test-prefill-own 150 /tmp/b1/test-prefill --test-threads=2
+elif [ "$PART" = 51 ]; then
+  # Issue 5: `tmac` (cargo xtask exp-ptx pf-tmac tma,tmac): run 132's
+  # `tma` FC2 with only the h box by TMA; the codes and scales back on
+  # every thread's cp.async, completing on the stage's full barrier
+  # (`cp.async.mbarrier.arrive.noinc`), every thread waiting on the empty
+  # barrier before it reloads a stage (a split barrier instead of the
+  # landed kernel's per-chunk block barrier). Predicted against own at
+  # M = 8192: Qwen3 -1 to +2 %, DeepSeek-V3 -3 to +2 %, Mixtral -3 to +3 %.
+  C2="env MOE4_PTX_FILE=/tmp/pf-tmac.ptx"
+  E="env MOE4_PTX_FILE=/tmp/pf-tma.ptx"
+  PS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  run test-prefill-tmac 120 $C2 /tmp/b1/test-prefill --test-threads=2
+  run ab-own-r1 80 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tmac-r1 50 $C2 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-own-r2 50 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tmac-r2 50 $C2 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run compare-tmac 150 $C2 /tmp/b1/moe4 compare-ptx host/ptx/sm_90a.ptx
+  run racecheck-tmac 90 $C2 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run synccheck-tmac 90 $C2 "$SAN" --tool synccheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run memcheck-tmac 90 $C2 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run ab-own-r3 50 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tmac-r3 50 $C2 /tmp/b1/moe4 bench prefill --shape $PS --m 8192
+  run ab-tma-r1 100 $E /tmp/b1/moe4 bench prefill --shape $PS --m 8192
 elif [ "$PART" = 49 ]; then
   # PART=48 cut to what little device time is left: the TMA smoke checks,
   # one A/B round (the first `tma` run includes its PTX's JIT), then the
