@@ -309,8 +309,8 @@ const EXP_LAUNCH_BOUNDS: &[(&str, &str, u32, u32)] = &[
 /// 8-warp FC2 kernels, already at their 80-register bound, a spilled word;
 /// the `deps` build, whose 8-warp bf16 FC2 that routes in the block
 /// (`moe_fc2_bf16_nt1_w8_rt_dp`) spills a word at the same bound; the
-/// `tma` build, whose mixed TMA-fed FC2 spills 3 words (the shared base
-/// addresses, outside the k-loop).
+/// `tma` build, whose mixed TMA-fed FC2 spills a word (a shared base
+/// address, outside the k-loop).
 const EXP_SPILLS_ALLOWED: &[&str] = &["trace", "deps", "tma"];
 
 /// Inserts the [`LAUNCH_BOUNDS`] directives (and those of

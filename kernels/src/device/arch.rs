@@ -86,6 +86,16 @@ pub fn sync_divergent() {
     unsafe { asm!("barrier.sync 0;", options(nostack)) };
 }
 
+/// [`smem()`] read where it is called (not merged with other reads, so
+/// that no register holds it from one use to the next).
+#[inline(always)]
+pub fn smem_here() -> u32 {
+    let r: u32;
+    // SAFETY: takes the address of a symbol.
+    unsafe { asm!("mov.u32 {r}, moe4_smem;", r = out(reg32) r, options(nomem, nostack)) };
+    r
+}
+
 /// Shared-memory address of the dynamic shared buffer.
 #[inline(always)]
 pub fn smem() -> u32 {

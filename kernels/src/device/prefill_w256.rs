@@ -205,10 +205,11 @@ impl Tile {
     /// The first `STAGES - 2` chunks' copies, one commit group each (the
     /// first also copies FC2's pairs and weights of the group to `tab`:
     /// 256 u32, then 256 f32).
-    /// With `bars` (TMA: the stages' full barriers), thread 0 issues the
-    /// chunks by TMA instead, and one commit group holds the tables.
+    /// With `tma`, thread 0 issues the chunks by TMA instead (onto the
+    /// stages' full barriers at `base + BARS_AT`), and one commit group
+    /// holds the tables.
     #[inline(always)]
-    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32, bars: Option<u32>) {
+    unsafe fn prologue<const FC1: bool>(&self, p: &FcParams, nchunks: u32, base: u32, tab: u32, tma: bool) {
         let t0 = tid();
         if !FC1 && (64..64 + COLS / 2).contains(&t0) {
             let j = t0 - 64;
@@ -216,7 +217,8 @@ impl Tile {
             cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
         }
         let scales = base + STAGES * PFW256_STAGE_BYTES;
-        if let Some(bars) = bars {
+        if tma {
+            let bars = base + BARS_AT;
             cp_async_commit();
             if t0 == 0 {
                 unroll!(STAGES as usize - 2, |s| {
@@ -318,7 +320,6 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
         // (Reached from both sides of the branch: the non-`.aligned` form.)
         sync_divergent();
     }
-    let tma_bars = if tma { Some(bars) } else { None };
     // The phase parities of the full barriers (every thread) and of the
     // empty ones (thread 0, the producer), one bit per stage.
     let (mut fph, mut eph) = (0u32, 0u32);
@@ -335,7 +336,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
         }
         prefetch_record(p, t1 + gdim_here(), tiles, tpb, pre_at(2));
     }
-    cur.prologue::<FC1>(p, nchunks, base, tables, tma_bars);
+    cur.prologue::<FC1>(p, nchunks, base, tables, tma);
     // Warp w: mtile w % 2 of the block's task w / 2.
     let (wtask, wmt) = (warp / 2, warp % 2);
     while tile < tiles {
@@ -368,8 +369,11 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
                         mbar_wait(empty(sn), (eph >> sn) & 1);
                         eph ^= 1 << sn;
                     }
-                    let (sb, scb) = (base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
-                    cur.load_tma(p, next, sb, scb, full(sn), nchunks);
+                    // (Addresses from a fresh read of the shared base: the
+                    // same as `base`, `zero` being 0, but not held for it.)
+                    let b = (smem_here() + 1023) & !1023;
+                    let (sb, scb) = (b + sn * PFW256_STAGE_BYTES, b + STAGES * PFW256_STAGE_BYTES + sn * SCALE_BYTES);
+                    cur.load_tma(p, next, sb, scb, b + BARS_AT + 8 * sn, nchunks);
                 }
             } else {
                 cp_async_wait_dyn(STAGES - 3);
@@ -452,7 +456,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
             }
             prefetch_record(p, t2 + gdim_here(), tiles, tpb, pre_at(pslot));
             pslot = s1;
-            cur.prologue::<FC1>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS, tma_bars);
+            cur.prologue::<FC1>(p, nchunks, base, tables + (parity ^ 1) * 8 * COLS, tma);
         }
         // (The `noepi` build stores nothing: the epilogue's cost, timed;
         // a fold of the accumulators keeps the `wgmma`s.)
