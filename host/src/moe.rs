@@ -340,7 +340,8 @@ pub struct Tuning {
     /// The prefill FC2 on the 128-row kernels loads its stages by TMA
     /// (the `_tma` kernels of builds with `moe4_exp = "tma"`): h's rows as
     /// 2-D boxes from the workspace's tensor map, codes and scales as bulk
-    /// copies, all issued by one thread and completed on `mbarrier`s.
+    /// copies, all issued by one thread and completed on `mbarrier`s
+    /// (6-17 % slower than the default kernels in run 132: an experiment).
     /// `None`: wherever the build has the kernels and the workspace the map
     /// (made for these weights' I); `Some(true)`: the same, an error where
     /// either is missing; `Some(false)`: never.

@@ -55,6 +55,12 @@
 //! waits for those arrivals before reloading it. The stages the next tile
 //! starts with are covered by the tile-end barrier as before, and the
 //! staging tile by one block barrier at each tile's first chunk.
+//! Measured (runs 132-133, H100, M = 8192): bit for bit equal to the
+//! cp.async kernels and 6-17 % slower (thread 0's issue of the bulk copies
+//! paces every warp); with the codes and scales back on every thread's
+//! `cp.async` completing on the same barriers
+//! (docs/runs/2026-12-07-run133-tmac.patch) as fast as the cp.async
+//! kernels, no faster. Hence an experiment only.
 //!
 //! **Mixed** (`_mix256`): the routing's 256-pair groups on these tiles,
 //! then each expert's last 1-128 pairs in one or two narrow groups of 64
