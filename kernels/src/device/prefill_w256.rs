@@ -222,16 +222,14 @@ impl Tile {
             let (src, at) = if j < COLS / 4 { (p.group_rows, 16 * j) } else { (p.group_w, 16 * (j - COLS / 4)) };
             cp_async16(tab + if j < COLS / 4 { 0 } else { 4 * COLS } + at, src + 4 * self.tab as u64 + at as u64);
         }
-        let scales = base + STAGES * PFW256_STAGE_BYTES;
         if tma {
-            let bars = base + BARS_AT;
             cp_async_commit();
             if t0 == 0 {
                 unroll!(STAGES as usize - 2, |s| {
                     let s = s as u32;
                     if s < nchunks {
-                        let (sb, scb) = (base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
-                        self.load_tma(p, s, sb, scb, bars + 8 * s, nchunks);
+                        let (sb, scb) = stage_at(base, s);
+                        self.load_tma(p, s, sb, scb, full_at(base, s), nchunks);
                     }
                 });
             }
@@ -240,7 +238,8 @@ impl Tile {
         let mut s = 0;
         while s < STAGES - 2 {
             if s < nchunks {
-                self.load(s, base + s * PFW256_STAGE_BYTES, scales + s * SCALE_BYTES);
+                let (sb, scb) = stage_at(base, s);
+                self.load(s, sb, scb);
             }
             cp_async_commit();
             s += 1;
@@ -282,6 +281,20 @@ const TABLES_AT: u32 = STAGES * (PFW256_STAGE_BYTES + SCALE_BYTES);
 const BARS_AT: u32 = TABLES_AT + 2 * 8 * COLS + 3 * PRE_SLOT;
 const STAGES: u32 = PFW256_STAGES;
 
+/// Stage `s`'s address (h rows, then codes) and its scales' (after the
+/// stages), from the aligned shared base.
+#[inline(always)]
+fn stage_at(base: u32, s: u32) -> (u32, u32) {
+    (base + s * PFW256_STAGE_BYTES, base + STAGES * PFW256_STAGE_BYTES + s * SCALE_BYTES)
+}
+
+/// The TMA-fed FC2's full `mbarrier` of stage `s` (the empty one follows
+/// the `STAGES` full ones).
+#[inline(always)]
+fn full_at(base: u32, s: u32) -> u32 {
+    base + BARS_AT + 8 * s
+}
+
 /// The tiles `tile, tile + gdim(), ..` of the first `groups` (256-pair)
 /// column groups. `TMA` (FC2 only): the stages are loaded by TMA
 /// (module docs, "TMA").
@@ -314,8 +327,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
     if tile >= tiles {
         return;
     }
-    let bars = base + BARS_AT;
-    let (full, empty) = (|s: u32| bars + 8 * s, |s: u32| bars + 8 * (STAGES + s));
+    let (full, empty) = (|s: u32| full_at(base, s), |s: u32| full_at(base, STAGES + s));
     if tma {
         if t0 == 0 {
             unroll!(STAGES as usize, |s| {
@@ -378,8 +390,8 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
                     // (Addresses from a fresh read of the shared base: the
                     // same as `base`, `zero` being 0, but not held for it.)
                     let b = (smem_here() + 1023) & !1023;
-                    let (sb, scb) = (b + sn * PFW256_STAGE_BYTES, b + STAGES * PFW256_STAGE_BYTES + sn * SCALE_BYTES);
-                    cur.load_tma(p, next, sb, scb, b + BARS_AT + 8 * sn, nchunks);
+                    let (sb, scb) = stage_at(b, sn);
+                    cur.load_tma(p, next, sb, scb, full_at(b, sn), nchunks);
                 }
             } else {
                 cp_async_wait_dyn(STAGES - 3);
@@ -533,7 +545,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
         if t0 == 0 {
             let mut b = 0;
             while b < 2 * STAGES {
-                mbar_inval(bars + 8 * b);
+                mbar_inval(full_at(base, b));
                 b += 1;
             }
         }
