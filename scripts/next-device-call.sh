@@ -45,6 +45,7 @@
 # Seventeenth session: PART=48 (FC2 fed by TMA, `tma`). Eighteenth:
 # PART=50 (PART=48 reordered for a short call, plus `pf-land`; run 132),
 # PART=51 (`tmac`: codes and scales by cp.async onto the mbarriers).
+# Nineteenth: PART=3,52 (the tables; loads-only decode and ncu on this card).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -702,6 +703,26 @@ elif [ "$PART" = 50 ]; then
   run ab-tma-4096 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run ab-own-4096 50 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run test-prefill-own 150 /tmp/b1/test-prefill --test-threads=2
+elif [ "$PART" = 52 ]; then
+  # Issue 3 on this card: the loads-only decode kernels (the memory side
+  # alone: one column tile, so M = 1-4) against the full ones in one
+  # process each, then Nsight Compute (lean sections) of FC1 and FC2 at
+  # the two points furthest from the floor in H200 run 109 (Mixtral M = 1
+  # 0.54, DeepSeek-V3 M = 1 0.67).
+  DS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  for r in 1 2; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+    run ab-loads-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning load_only=true
+  done
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for pt in Mixtral-8x7B:1 DeepSeek-V3:1; do
+    sh=${pt%%:*}; m=${pt##*:}
+    run ncu-$sh-$m 120 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
+      --section LaunchStats --section InstructionStats -f -o /tmp/prof-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
+    run ncu-$sh-$m-details 60 "$N" -i /tmp/prof-$sh-$m.ncu-rep --page details --print-details all
+    cp /tmp/prof-$sh-$m.ncu-rep "$OUT/" 2>/dev/null
+  done
 elif [ "$PART" = 51 ]; then
   # Issue 5: `tmac` (cargo xtask exp-ptx pf-tmac tma,tmac): run 132's
   # `tma` FC2 with only the h box by TMA; the codes and scales back on
