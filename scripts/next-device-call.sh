@@ -710,10 +710,9 @@ elif [ "$PART" = 52 ]; then
   # the two points furthest from the floor in H200 run 109 (Mixtral M = 1
   # 0.54, DeepSeek-V3 M = 1 0.67).
   DS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
-  for r in 1 2; do
-    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
-    run ab-loads-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning load_only=true
-  done
+  run ab-own-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+  run ab-loads-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning load_only=true
+  run tune 150 /tmp/b1/moe4 bench tune --shape $DS --m 1,4 --json "$OUT/tune.json"
   N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for pt in Mixtral-8x7B:1 DeepSeek-V3:1; do
     sh=${pt%%:*}; m=${pt##*:}
