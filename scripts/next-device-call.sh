@@ -710,8 +710,19 @@ elif [ "$PART" = 52 ]; then
   # the two points furthest from the floor in H200 run 109 (Mixtral M = 1
   # 0.54, DeepSeek-V3 M = 1 0.67).
   DS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  # Then the experimental decode kernels that did not pay on the H100
+  # (runs 76, 88): FC2 in slices over any warps with 6-warp FC1
+  # (cargo xtask exp-ptx decode-slw6 fc2sl,w6; the host picks them by its
+  # queue model) and FC2's per-group waits (decode-deps, forced on).
+  [ -f "$C/exp/decode-slw6.ptx.gz" ] && gunzip -c "$C/exp/decode-slw6.ptx.gz" > /tmp/slw6.ptx
+  SL="env MOE4_PTX_FILE=/tmp/slw6.ptx"
   run ab-own-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
   run ab-loads-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning load_only=true
+  run ab-slw6-r1 100 $SL /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+  run ab-deps-r1 100 $D /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning deps=true
+  run ab-own-r2 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+  run ab-slw6-r2 40 $SL /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+  run ab-deps-r2 40 $D /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning deps=true
   run tune 150 /tmp/b1/moe4 bench tune --shape $DS --m 1,4 --json "$OUT/tune.json"
   N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for pt in Mixtral-8x7B:1 DeepSeek-V3:1; do
