@@ -713,16 +713,28 @@ elif [ "$PART" = 52 ]; then
   # Then the experimental decode kernels that did not pay on the H100
   # (runs 76, 88): FC2 in slices over any warps with 6-warp FC1
   # (cargo xtask exp-ptx decode-slw6 fc2sl,w6; the host picks them by its
-  # queue model) and FC2's per-group waits (decode-deps, forced on).
+  # queue model).
   [ -f "$C/exp/decode-slw6.ptx.gz" ] && gunzip -c "$C/exp/decode-slw6.ptx.gz" > /tmp/slw6.ptx
   SL="env MOE4_PTX_FILE=/tmp/slw6.ptx"
-  run ab-own-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+  # `cmaj` (timing only, wrong results: cargo xtask exp-ptx decode-cmaj
+  # cmaj): the decode kernels read each expert's chunks as if stored
+  # chunk-major (chunk c of all its layout tasks side by side, so the
+  # warps that run together read neighbouring KiB, as the floor kernel
+  # does); H100 run 107: loads only 81.6 us against 84.2 at Mixtral M = 1,
+  # both 0.8 of copy where the floor reads 1.0.
+  [ -f "$C/exp/decode-cmaj.ptx.gz" ] && gunzip -c "$C/exp/decode-cmaj.ptx.gz" > /tmp/cmaj.ptx
+  CM="env MOE4_PTX_FILE=/tmp/cmaj.ptx"
+  DM=1,4,16,64
+  run ab-own-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m $DM
   run ab-loads-r1 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning load_only=true
-  run ab-slw6-r1 100 $SL /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
-  run ab-deps-r1 100 $D /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning deps=true
-  run ab-own-r2 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
-  run ab-slw6-r2 40 $SL /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
-  run ab-deps-r2 40 $D /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning deps=true
+  run ab-cmaj-r1 100 $CM /tmp/b1/moe4 bench decode --shape $DS --m $DM
+  run ab-cmajld-r1 40 $CM /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4 --tuning load_only=true
+  run ab-own-r2 40 /tmp/b1/moe4 bench decode --shape $DS --m $DM
+  run ab-cmaj-r2 40 $CM /tmp/b1/moe4 bench decode --shape $DS --m $DM
+  run ab-slw6-r1 100 $SL /tmp/b1/moe4 bench decode --shape $DS --m $DM
+  run ab-own-r3 40 /tmp/b1/moe4 bench decode --shape $DS --m $DM
+  run ab-cmaj-r3 40 $CM /tmp/b1/moe4 bench decode --shape $DS --m $DM
+  run ab-slw6-r2 40 $SL /tmp/b1/moe4 bench decode --shape $DS --m $DM
   run tune 150 /tmp/b1/moe4 bench tune --shape $DS --m 1,4 --json "$OUT/tune.json"
   N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for pt in Mixtral-8x7B:1 DeepSeek-V3:1; do

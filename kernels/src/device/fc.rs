@@ -524,7 +524,14 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         let r = self.task - gi * plan.tpe;
         // The first of the task's `MT / 2` layout tasks (the others follow,
         // `nchunks` chunks apart).
+        #[cfg(not(moe4_exp = "cmaj"))]
         let chunk0 = ((rec.e * plan.tpe + r) * (MT / 2) as u32) as u64 * plan.nchunks as u64;
+        // (`cmaj`, a timing-only build: the expert's chunks read as if
+        // stored chunk-major, chunk c of all its layout tasks side by side:
+        // the same bytes in another order, so wrong results; it times
+        // whether DRAM locality across warps bounds the decode kernels.)
+        #[cfg(moe4_exp = "cmaj")]
+        let chunk0 = (rec.e * plan.tpe * (MT / 2) as u32) as u64 * plan.nchunks as u64 + (r * (MT / 2) as u32) as u64;
         self.code = p.codes + chunk0 * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
         self.scale = p.scales + chunk0 * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
         unroll!(NT, |j| {
@@ -558,7 +565,10 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     unsafe fn copy_weights(&self, plan: &Plan, dst: u32, dst_s: u32) {
         let c = self.c as u64;
         unroll!(MT / 2, |s| {
+            #[cfg(not(moe4_exp = "cmaj"))]
             let chunk = s as u64 * plan.nchunks as u64 + c;
+            #[cfg(moe4_exp = "cmaj")]
+            let chunk = c * (plan.tpe * (MT / 2) as u32) as u64 + s as u64;
             let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
             cp_async16(dst + 1024 * s as u32, code);
             cp_async16(dst + 1024 * s as u32 + 512, code + 512);
