@@ -45,7 +45,8 @@
 # Seventeenth session: PART=48 (FC2 fed by TMA, `tma`). Eighteenth:
 # PART=50 (PART=48 reordered for a short call, plus `pf-land`; run 132),
 # PART=51 (`tmac`: codes and scales by cp.async onto the mbarriers).
-# Nineteenth: PART=3,52 (the tables; loads-only decode and ncu on this card).
+# Nineteenth: PART=3,52 (the tables; loads-only decode, `cmaj`, ncu; run
+# 134, H100), PART=53 (the chunk-major layout against the previous bundle).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -703,6 +704,37 @@ elif [ "$PART" = 50 ]; then
   run ab-tma-4096 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run ab-own-4096 50 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run test-prefill-own 150 /tmp/b1/test-prefill --test-threads=2
+elif [ "$PART" = 53 ]; then
+  # The chunk-major weight layout (landed after run 134's `cmaj`): the new
+  # bundle's tests and sanitizers, then the decode and prefill benches
+  # against the previous bundle (task-major layout: `cargo xtask gpu-bundle`
+  # of aaf9e54, kept as exp/old-bundle.tar.xz), alternating. Predicted from
+  # run 134: decode M = 4-64 -1 to -6 %, M = 1 0 to -2 %; prefill within
+  # +-2 % (its weights come mostly from L2; a tile's tasks now read as one
+  # contiguous piece per chunk).
+  mkdir -p /tmp/b0 && tar xJf "$C/exp/old-bundle.tar.xz" -C /tmp/b0 moe4
+  DS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
+  run info-own 90 /tmp/b1/moe4 info
+  run smoke 60 /tmp/b1/moe4 smoke
+  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
+  run test-decode 200 /tmp/b1/test-decode --test-threads=2
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run info-old 90 /tmp/b0/moe4 info
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,4,16,64
+    run ab-old-r$r 40 /tmp/b0/moe4 bench decode --shape $DS --m 1,4,16,64
+  done
+  for r in 1 2; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape $DS --m 2048,8192
+    run ab-old-r$r 60 /tmp/b0/moe4 bench prefill --shape $DS --m 2048,8192
+  done
+  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
+  run bench-prefill 60 /tmp/b1/moe4 bench prefill --shape $DS --m 2048,8192 --json "$OUT/prefill.json"
+  run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
+  run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
 elif [ "$PART" = 52 ]; then
   # Issue 3 on this card: the loads-only decode kernels (the memory side
   # alone: one column tile, so M = 1-4) against the full ones in one
