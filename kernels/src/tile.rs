@@ -249,7 +249,8 @@ mod tests {
         for e in 0..3 {
             for t in 0..tasks {
                 for c in 0..chunks {
-                    let i = first_chunk(e as u64, t as u64, tasks as u64, chunks as u64) + c as u64 * chunk_step(tasks as u64);
+                    let i = first_chunk(e as u64, t as u64, tasks as u64, chunks as u64)
+                        + c as u64 * chunk_step(tasks as u64);
                     assert_eq!(i as usize * CHUNK_CODE_BYTES, code_offset(e, t, c, tasks, chunks));
                     assert_eq!(i as usize * CHUNK_SCALE_BYTES, scale_offset(e, t, c, tasks, chunks));
                     // The step in bytes from the expert's row count.

@@ -76,11 +76,11 @@ use crate::launch::{
     FC_RT_WEIGHTS,
 };
 use crate::params::{ActKind, FcParams};
-#[cfg(moe4_arch = "sm_90a")]
-use crate::tile::{fc1_stage_at, fc2_stage_row};
 use crate::tile::{
     chunk_step, first_chunk, wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS,
 };
+#[cfg(moe4_arch = "sm_90a")]
+use crate::tile::{fc1_stage_at, fc2_stage_row};
 use crate::trace::TraceKernel;
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,

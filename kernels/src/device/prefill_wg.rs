@@ -59,7 +59,8 @@ use crate::launch::{
 };
 use crate::params::{FcParams, PermuteParams};
 use crate::tile::{
-    first_chunk, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, ROW_CHUNK_CODE_BYTES, ROW_CHUNK_SCALE_BYTES, TASK_ROWS,
+    first_chunk, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, ROW_CHUNK_CODE_BYTES, ROW_CHUNK_SCALE_BYTES,
+    TASK_ROWS,
 };
 
 const WARPS: u32 = PFW_THREADS / 32;
