@@ -705,10 +705,11 @@ elif [ "$PART" = 50 ]; then
   run ab-own-4096 50 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run test-prefill-own 150 /tmp/b1/test-prefill --test-threads=2
 elif [ "$PART" = 53 ]; then
-  # The chunk-major weight layout (landed after run 134's `cmaj`): the new
-  # bundle's tests and sanitizers, then the decode and prefill benches
-  # against the previous bundle (task-major layout: `cargo xtask gpu-bundle`
-  # of aaf9e54, kept as exp/old-bundle.tar.xz), alternating. Predicted from
+  # The chunk-major weight layout (branch `chunk-major`, after run 134's
+  # `cmaj`; the bundle `cargo xtask gpu-bundle` of that branch): its tests
+  # and sanitizers, then the decode and prefill benches against the
+  # previous bundle (task-major layout: `cargo xtask gpu-bundle` of
+  # aaf9e54, kept as exp/old-bundle.tar.xz), alternating. Predicted from
   # run 134: decode M = 4-64 -1 to -6 %, M = 1 0 to -2 %; prefill within
   # +-2 % (its weights come mostly from L2; a tile's tasks now read as one
   # contiguous piece per chunk).

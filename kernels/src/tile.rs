@@ -4,24 +4,12 @@
 //! of [`TASK_ROWS`] = 32 rows (two 16-row `mma` tiles) and, along K, into
 //! *chunks* of [`KCHUNK`] = 64. One chunk of one task is 1 KiB of codes and
 //! 128 bytes of scales, contiguous, so a warp reads each with one 16-byte
-//! (codes) and one 4-byte (scales) load per lane, fully coalesced. Within
-//! an expert the chunks are stored chunk-major: chunk `c` of every task
-//! side by side, then chunk `c + 1`:
+//! (codes) and one 4-byte (scales) load per lane, fully coalesced:
 //!
 //! ```text
-//! codes:  [expert][chunk][task][mtile 0..2][lane 0..32][step 0..4] u32
-//! scales: [expert][chunk][task][lane 0..32][byte 0..4]             u8 (E4M3)
+//! codes:  [expert][task][chunk][mtile 0..2][lane 0..32][step 0..4] u32
+//! scales: [expert][task][chunk][lane 0..32][byte 0..4]             u8 (E4M3)
 //! ```
-//!
-//! Chunk-major because the warps that run together take neighbouring
-//! tasks (the decode walk hands consecutive tasks to consecutive warps;
-//! a prefill tile reads 4 or 8 consecutive tasks), so at each step they
-//! read neighbouring KiB, as a plain streaming read does. Measured against
-//! task-major (`[expert][task][chunk]`, each warp its own 64-KiB stream;
-//! run 134, H100, the same kernels reading the other order): the decode
-//! layer 0.8-6 % faster at M = 4-64 on all four model shapes, equal at
-//! M = 1. [`first_chunk`] and the step [`chunk_step`] are the kernels'
-//! form of [`code_offset`] / [`scale_offset`].
 //!
 //! Lane `(g, t)` (`g = lane / 4`, `t = lane % 4`) of a warp owns, in every
 //! chunk, tile rows `g` and `g + 8` and the 16 consecutive k
@@ -48,13 +36,6 @@ pub const TASK_ROWS: usize = 16 * MTILES;
 pub const CHUNK_CODE_BYTES: usize = MTILES * 32 * 16;
 /// Scale bytes of one chunk of one task.
 pub const CHUNK_SCALE_BYTES: usize = 32 * 4;
-/// Code bytes of one weight row in one chunk (64 k of 4 bits): in the
-/// chunk-major layout, chunk `c + 1` of a task lies `rows x` this after
-/// chunk `c` (`rows` the expert's weight rows), the kernels' cheapest form
-/// of [`chunk_step`].
-pub const ROW_CHUNK_CODE_BYTES: usize = CHUNK_CODE_BYTES / TASK_ROWS;
-/// Scale bytes of one weight row in one chunk (as [`ROW_CHUNK_CODE_BYTES`]).
-pub const ROW_CHUNK_SCALE_BYTES: usize = CHUNK_SCALE_BYTES / TASK_ROWS;
 /// K must be a multiple of this.
 pub const K_MULTIPLE: usize = KCHUNK;
 
@@ -73,33 +54,16 @@ pub const fn scale_element(lane: usize, j: usize) -> (usize, usize, usize) {
     (j / 2, lane / 4 + 8 * (j % 2), lane % 4)
 }
 
-/// Byte offset of `(expert, task, chunk)`'s codes, in a layer of `tasks`
-/// tasks per expert and `chunks` chunks per task (chunk-major within the
-/// expert: module docs).
+/// Byte offset of `(expert, task, chunk)`'s codes.
 #[inline]
 pub const fn code_offset(expert: usize, task: usize, chunk: usize, tasks: usize, chunks: usize) -> usize {
-    ((expert * chunks + chunk) * tasks + task) * CHUNK_CODE_BYTES
+    ((expert * tasks + task) * chunks + chunk) * CHUNK_CODE_BYTES
 }
 
-/// Byte offset of `(expert, task, chunk)`'s scales (as [`code_offset`]).
+/// Byte offset of `(expert, task, chunk)`'s scales.
 #[inline]
 pub const fn scale_offset(expert: usize, task: usize, chunk: usize, tasks: usize, chunks: usize) -> usize {
-    ((expert * chunks + chunk) * tasks + task) * CHUNK_SCALE_BYTES
-}
-
-/// Index, in (task, chunk) pieces of [`CHUNK_CODE_BYTES`] codes and
-/// [`CHUNK_SCALE_BYTES`] scales, of chunk 0 of `task` of `expert`; chunk
-/// `c` of the task is [`chunk_step`]`(tasks) * c` pieces further on.
-#[inline]
-pub const fn first_chunk(expert: u64, task: u64, tasks: u64, chunks: u64) -> u64 {
-    expert * chunks * tasks + task
-}
-
-/// Pieces from one chunk of a task to its next chunk: `tasks`, the tasks
-/// per expert (chunk-major layout).
-#[inline]
-pub const fn chunk_step(tasks: u64) -> u64 {
-    tasks
+    ((expert * tasks + task) * chunks + chunk) * CHUNK_SCALE_BYTES
 }
 
 /// Which row of the fused gate/up matrix tile row `i` of mtile `mt` of FC1
@@ -155,7 +119,6 @@ pub const fn fc2_stage_row(lane: u32, j: u32, w: u32, stride: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    extern crate std;
     use super::*;
     use crate::launch::{PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2};
 
@@ -238,42 +201,6 @@ mod tests {
                         let kp = 2 * lane + 8 * (o >> 1) + h;
                         assert_eq!(wgmma_permuted(k), 16 * step + kp, "lane {lane} step {step} o {o} h {h}");
                     }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn first_chunk_and_step_are_the_offsets() {
-        let (tasks, chunks) = (7, 5);
-        for e in 0..3 {
-            for t in 0..tasks {
-                for c in 0..chunks {
-                    let i = first_chunk(e as u64, t as u64, tasks as u64, chunks as u64)
-                        + c as u64 * chunk_step(tasks as u64);
-                    assert_eq!(i as usize * CHUNK_CODE_BYTES, code_offset(e, t, c, tasks, chunks));
-                    assert_eq!(i as usize * CHUNK_SCALE_BYTES, scale_offset(e, t, c, tasks, chunks));
-                    // The step in bytes from the expert's row count.
-                    let rows = tasks * TASK_ROWS;
-                    assert_eq!(
-                        code_offset(e, t, c, tasks, chunks),
-                        code_offset(e, t, 0, tasks, chunks) + c * rows * ROW_CHUNK_CODE_BYTES
-                    );
-                    assert_eq!(
-                        scale_offset(e, t, c, tasks, chunks),
-                        scale_offset(e, t, 0, tasks, chunks) + c * rows * ROW_CHUNK_SCALE_BYTES
-                    );
-                }
-            }
-        }
-        // Every piece once, each expert's in its own range.
-        let mut seen = std::vec![false; 3 * tasks * chunks];
-        for e in 0..3 {
-            for t in 0..tasks {
-                for c in 0..chunks {
-                    let i = code_offset(e, t, c, tasks, chunks) / CHUNK_CODE_BYTES;
-                    assert!((e * tasks * chunks..(e + 1) * tasks * chunks).contains(&i) && !seen[i]);
-                    seen[i] = true;
                 }
             }
         }

@@ -76,11 +76,9 @@ use crate::launch::{
     FC_RT_WEIGHTS,
 };
 use crate::params::{ActKind, FcParams};
-use crate::tile::{
-    chunk_step, first_chunk, wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS,
-};
 #[cfg(moe4_arch = "sm_90a")]
 use crate::tile::{fc1_stage_at, fc2_stage_row};
+use crate::tile::{wgmma_permuted, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 use crate::trace::TraceKernel;
 
 /// Per-row scale pairs of a lane for one chunk: `[mtile][row g / row g+8]`,
@@ -524,10 +522,9 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         let (g, t) = (lane / 4, lane % 4);
         let gi = plan.group(self.task);
         let r = self.task - gi * plan.tpe;
-        // The first of the task's `MT / 2` layout tasks (the others follow
-        // it in each chunk: the layout is chunk-major).
-        let lt = (plan.tpe * (MT / 2) as u32) as u64;
-        let chunk0 = first_chunk(rec.e as u64, (r * (MT / 2) as u32) as u64, lt, plan.nchunks as u64);
+        // The first of the task's `MT / 2` layout tasks (the others follow,
+        // `nchunks` chunks apart).
+        let chunk0 = ((rec.e * plan.tpe + r) * (MT / 2) as u32) as u64 * plan.nchunks as u64;
         self.code = p.codes + chunk0 * CHUNK_CODE_BYTES as u64 + 16 * lane as u64;
         self.scale = p.scales + chunk0 * CHUNK_SCALE_BYTES as u64 + 4 * lane as u64;
         unroll!(NT, |j| {
@@ -561,7 +558,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     unsafe fn copy_weights(&self, plan: &Plan, dst: u32, dst_s: u32) {
         let c = self.c as u64;
         unroll!(MT / 2, |s| {
-            let chunk = c * chunk_step((plan.tpe * (MT / 2) as u32) as u64) + s as u64;
+            let chunk = s as u64 * plan.nchunks as u64 + c;
             let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
             cp_async16(dst + 1024 * s as u32, code);
             cp_async16(dst + 1024 * s as u32 + 512, code + 512);

@@ -24,7 +24,7 @@
 use super::arch::*;
 use super::fc::{dequant_step, epilogue_fc1, epilogue_fc2, lane_scales, mma, post};
 use crate::params::FcParams;
-use crate::tile::{chunk_step, first_chunk, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 /// Pairs per prefill tile (the router's group size for prefill).
 pub const PF_COLS: u32 = crate::launch::PF_COLS;
@@ -61,12 +61,8 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
         // Tasks of this block; warps past the expert's rows only copy.
         let task0 = rb * WARPS;
         let ntask = if tpe - task0 < WARPS { tpe - task0 } else { WARPS };
-        // The block's first task's chunk 0 (the others follow it in each
-        // chunk: the layout is chunk-major).
-        let first = first_chunk(e as u64, task0 as u64, tpe as u64, nchunks as u64);
-        let code0 = p.codes + first * CHUNK_CODE_BYTES as u64;
-        let scale0 = p.scales + first * CHUNK_SCALE_BYTES as u64;
-        let cstep = chunk_step(tpe as u64);
+        let code0 = p.codes + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_CODE_BYTES as u64;
+        let scale0 = p.scales + (e * tpe + task0) as u64 * nchunks as u64 * CHUNK_SCALE_BYTES as u64;
         // This thread's 4 activation rows (r = t0 / 8 + 16 q), 16-byte piece t0 % 8.
         let piece = t0 % 8;
         let mut xrow = [0u64; 4];
@@ -86,13 +82,17 @@ unsafe fn prefill<const FC1: bool, const BF16: bool>(p: &FcParams) {
                 let idx = t0 + 128 * q as u32; // 16-byte piece of the 4 KiB
                 let task = idx / 64;
                 let valid = task < ntask;
-                let src = code0 + (task as u64 + c as u64 * cstep) * CHUNK_CODE_BYTES as u64 + 16 * (idx % 64) as u64;
+                let src = code0
+                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_CODE_BYTES as u64
+                    + 16 * (idx % 64) as u64;
                 cp_async16_zfill(sb + 16 * idx, if valid { src } else { p.codes }, valid);
             });
             if t0 < 32 {
                 let task = t0 / 8;
                 let valid = task < ntask;
-                let src = scale0 + (task as u64 + c as u64 * cstep) * CHUNK_SCALE_BYTES as u64 + 16 * (t0 % 8) as u64;
+                let src = scale0
+                    + (task as u64 * nchunks as u64 + c as u64) * CHUNK_SCALE_BYTES as u64
+                    + 16 * (t0 % 8) as u64;
                 cp_async16_zfill(sb + CODE_BYTES + 16 * t0, if valid { src } else { p.scales }, valid);
             }
             unroll!(4, |q| {

@@ -77,10 +77,7 @@ use crate::launch::{
     PFW_THREADS,
 };
 use crate::params::FcParams;
-use crate::tile::{
-    chunk_step, fc1_stage_at, first_chunk, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, ROW_CHUNK_CODE_BYTES,
-    ROW_CHUNK_SCALE_BYTES, TASK_ROWS,
-};
+use crate::tile::{fc1_stage_at, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, TASK_ROWS};
 
 const WARPS: u32 = PFW_THREADS / 32;
 /// Layout tasks (32 rows) per block.
@@ -109,8 +106,7 @@ struct Tile {
     cok: bool,
     ssrc: u64,
     sok: bool,
-    /// The first task's chunk 0 in the codes and scales, in (task, chunk)
-    /// pieces (TMA loads).
+    /// The first task's chunk index in the codes and scales (TMA loads).
     tbase: u64,
 }
 
@@ -157,20 +153,19 @@ impl Tile {
             let row = if FC1 { token_of(pair(slot, r), p.topk, topk_inv) } else { slot };
             xsrc[i] = p.input + 2 * row as u64 * p.k as u64 + 16 * q as u64;
         });
-        // Codes: 4 tasks x 1 KiB, one 16-byte piece per thread (the tasks
-        // side by side in each chunk: chunk-major).
-        let task_base = first_chunk(e as u64, task0 as u64, tpe as u64, nchunks as u64);
+        // Codes: 4 tasks x 1 KiB, one 16-byte piece per thread.
+        let task_base = (e * tpe + task0) as u64 * nchunks as u64;
         let task = t0 / 64;
         let cok = task < ntask;
         let csrc = if cok {
-            p.codes + (task_base + task as u64) * CHUNK_CODE_BYTES as u64 + 16 * (t0 % 64) as u64
+            p.codes + (task_base + task as u64 * nchunks as u64) * CHUNK_CODE_BYTES as u64 + 16 * (t0 % 64) as u64
         } else {
             p.codes
         };
         // Scales: 4 x 128 bytes, the first 32 threads.
         let sok = t0 < 32 && t0 / 8 < ntask;
         let ssrc = if sok {
-            p.scales + (task_base + (t0 / 8) as u64) * CHUNK_SCALE_BYTES as u64 + 16 * (t0 % 8) as u64
+            p.scales + (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64 + 16 * (t0 % 8) as u64
         } else {
             p.scales
         };
@@ -179,19 +174,16 @@ impl Tile {
 
     /// Chunk `c`'s copies into stage `s` (at `sb`; its scales at `scb`).
     #[inline(always)]
-    unsafe fn load(&self, p: &FcParams, c: u32, sb: u32, scb: u32) {
+    unsafe fn load(&self, c: u32, sb: u32, scb: u32) {
         let t0 = tid();
         let (q, rsub) = (t0 % 8, t0 / 8);
         let xdst = sb + rsub * 128 + 16 * (q ^ (rsub % 8));
         unroll!(RPT, |i| {
             cp_async16(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64);
         });
-        // Chunk c of a task is c x rows row-chunks on (chunk-major layout;
-        // `p.rows` read from the parameters, not held through the loop).
-        let rc = (c * p.rows) as u64;
-        cp_async16_zfill(sb + PFW256_X_BYTES + 16 * t0, self.csrc + rc * ROW_CHUNK_CODE_BYTES as u64, self.cok);
+        cp_async16_zfill(sb + PFW256_X_BYTES + 16 * t0, self.csrc + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok);
         if t0 < 32 {
-            cp_async16_zfill(scb + 16 * t0, self.ssrc + rc * ROW_CHUNK_SCALE_BYTES as u64, self.sok);
+            cp_async16_zfill(scb + 16 * t0, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
         }
     }
 
@@ -203,12 +195,12 @@ impl Tile {
     /// bulk copies (an idle task's stay as they were: its rows are not
     /// stored either).
     #[inline(always)]
-    unsafe fn load_tma(&self, p: &FcParams, c: u32, sb: u32, scb: u32, bar: u32) {
+    unsafe fn load_tma(&self, p: &FcParams, c: u32, sb: u32, scb: u32, bar: u32, nchunks: u32) {
         mbar_arrive_expect_tx(bar, PFW256_X_BYTES + self.ntask * (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES) as u32);
         tma_load_2d(sb, p.tmap, c * KCHUNK as u32, self.slot0, bar);
         unroll!(TASKS as usize, |t| {
             if (t as u32) < self.ntask {
-                let at = self.tbase + t as u64 + chunk_step((p.rows / TASK_ROWS as u32) as u64) * c as u64;
+                let at = self.tbase + (t as u32 * nchunks + c) as u64;
                 bulk_load(sb + PFW256_X_BYTES + 1024 * t as u32, p.codes + at * CHUNK_CODE_BYTES as u64, 1024, bar);
                 let scale = p.scales + at * CHUNK_SCALE_BYTES as u64;
                 bulk_load(scb + CHUNK_SCALE_BYTES as u32 * t as u32, scale, CHUNK_SCALE_BYTES as u32, bar);
@@ -237,7 +229,7 @@ impl Tile {
                     let s = s as u32;
                     if s < nchunks {
                         let (sb, scb) = stage_at(base, s);
-                        self.load_tma(p, s, sb, scb, full_at(base, s));
+                        self.load_tma(p, s, sb, scb, full_at(base, s), nchunks);
                     }
                 });
             }
@@ -247,7 +239,7 @@ impl Tile {
         while s < STAGES - 2 {
             if s < nchunks {
                 let (sb, scb) = stage_at(base, s);
-                self.load(p, s, sb, scb);
+                self.load(s, sb, scb);
             }
             cp_async_commit();
             s += 1;
@@ -399,7 +391,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
                     // same as `base`, `zero` being 0, but not held for it.)
                     let b = (smem_here() + 1023) & !1023;
                     let (sb, scb) = stage_at(b, sn);
-                    cur.load_tma(p, next, sb, scb, full_at(b, sn));
+                    cur.load_tma(p, next, sb, scb, full_at(b, sn), nchunks);
                 }
             } else {
                 cp_async_wait_dyn(STAGES - 3);
@@ -412,7 +404,7 @@ unsafe fn prefill_w256<const FC1: bool, const BF16: bool, const TMA: bool>(
                     sync();
                 }
                 if next < nchunks && !cfg!(moe4_exp = "noload") {
-                    cur.load(p, next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
+                    cur.load(next, base + sn * PFW256_STAGE_BYTES, scales + sn * SCALE_BYTES);
                 }
                 cp_async_commit();
             }

@@ -58,10 +58,7 @@ use crate::launch::{
     pfw_stage_bytes, PFW_NARROW_COLS, PFW_OUT_STRIDE_FC1, PFW_OUT_STRIDE_FC2, PFW_STAGES, PFW_STAGES_MAX, PFW_THREADS,
 };
 use crate::params::{FcParams, PermuteParams};
-use crate::tile::{
-    first_chunk, CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, ROW_CHUNK_CODE_BYTES, ROW_CHUNK_SCALE_BYTES,
-    TASK_ROWS,
-};
+use crate::tile::{CHUNK_CODE_BYTES, CHUNK_SCALE_BYTES, KCHUNK, MTILES, TASK_ROWS};
 
 const WARPS: u32 = PFW_THREADS / 32;
 /// Pipeline stages: [`PFW_STAGES`], or (the `moe4_exp = "stages6"` build)
@@ -108,9 +105,7 @@ struct Tile<const RPT: usize> {
     ntask: u32,
     xsrc: [u64; RPT],
     xok: [bool; RPT],
-    /// This thread's first 16-byte piece of a chunk's codes (its second
-    /// is [`PFW_THREADS`] pieces on: the block's tasks lie side by side).
-    csrc: u64,
+    csrc: [u64; 2],
     cok: [bool; 2],
     ssrc: u64,
     sok: bool,
@@ -180,16 +175,21 @@ impl<const RPT: usize> Tile<RPT> {
             }
         });
         // Codes: 8 tasks x 1 KiB, 2 x 16 B per thread; scales: 8 x 128 B.
-        // (The block's tasks are side by side in each chunk: chunk-major.)
-        let task_base = first_chunk(e as u64, task0 as u64, tpe as u64, nchunks as u64);
-        // Thread t0's pieces are 16 t0 and 16 (t0 + PFW_THREADS) bytes into
-        // the block's 8 KiB (task t0 / 64 and 4 tasks on); one pointer,
-        // the second piece an offset from it (a register pair fewer).
-        let cok = [t0 / 64 < ntask, (t0 + PFW_THREADS) / 64 < ntask];
-        let csrc = if cok[0] { p.codes + task_base * CHUNK_CODE_BYTES as u64 + 16 * t0 as u64 } else { p.codes };
+        let task_base = (e * tpe + task0) as u64 * nchunks as u64;
+        let mut csrc = [p.codes; 2];
+        let mut cok = [false; 2];
+        unroll!(2, |j| {
+            let idx = t0 + PFW_THREADS * j as u32;
+            let task = idx / 64;
+            if task < ntask {
+                let at = (task_base + task as u64 * nchunks as u64) * CHUNK_CODE_BYTES as u64;
+                csrc[j] = p.codes + at + 16 * (idx % 64) as u64;
+                cok[j] = true;
+            }
+        });
         let sok = t0 < 64 && t0 / 8 < ntask;
         let ssrc = if sok {
-            let at = (task_base + (t0 / 8) as u64) * CHUNK_SCALE_BYTES as u64;
+            let at = (task_base + (t0 / 8) as u64 * nchunks as u64) * CHUNK_SCALE_BYTES as u64;
             p.scales + at + 16 * (t0 % 8) as u64
         } else {
             p.scales
@@ -200,7 +200,7 @@ impl<const RPT: usize> Tile<RPT> {
     /// Chunk `c`'s copies into the stage at `sb` (activations first, then
     /// codes, then scales: [`pfw_stage_bytes`]).
     #[inline(always)]
-    unsafe fn load(&self, p: &FcParams, c: u32, sb: u32, x_bytes: u32) {
+    unsafe fn load(&self, c: u32, sb: u32, x_bytes: u32) {
         let t0 = tid();
         let (q, rsub) = (t0 % 8, t0 / 8);
         // Row `rsub + 32 i`, swizzled: piece `q ^ (row % 8)`.
@@ -208,19 +208,13 @@ impl<const RPT: usize> Tile<RPT> {
         unroll!(RPT, |i| {
             cp_async16_zfill(xdst + 4096 * i as u32, self.xsrc[i] + (c * 128) as u64, self.xok[i]);
         });
-        // Chunk c of a task is c x rows row-chunks on (chunk-major layout;
-        // `p.rows` read from the parameters, not held through the loop).
-        let rc = (c * p.rows) as u64;
         unroll!(2, |j| {
             let dst = sb + x_bytes + 16 * (t0 + PFW_THREADS * j as u32);
-            // (Where piece 1 is past the block's tasks it is not read:
-            // `zfill` copies nothing; its address stays piece 0's.)
-            let at = if j == 1 && self.cok[1] { (16 * PFW_THREADS) as u64 } else { 0 };
-            cp_async16_zfill(dst, self.csrc + at + rc * ROW_CHUNK_CODE_BYTES as u64, self.cok[j]);
+            cp_async16_zfill(dst, self.csrc[j] + (c * CHUNK_CODE_BYTES as u32) as u64, self.cok[j]);
         });
         if t0 < 64 {
             let dst = sb + x_bytes + CODE_BYTES + 16 * t0;
-            cp_async16_zfill(dst, self.ssrc + rc * ROW_CHUNK_SCALE_BYTES as u64, self.sok);
+            cp_async16_zfill(dst, self.ssrc + (c * CHUNK_SCALE_BYTES as u32) as u64, self.sok);
         }
     }
 
@@ -240,7 +234,7 @@ impl<const RPT: usize> Tile<RPT> {
         let mut s = 0;
         while s < STAGES - 2 {
             if s < nchunks {
-                self.load(p, s, base + s * stage_bytes, cols * 128);
+                self.load(s, base + s * stage_bytes, cols * 128);
             }
             cp_async_commit();
             s += 1;
@@ -361,7 +355,7 @@ unsafe fn prefill_wg<const FC1: bool, const BF16: bool, const NT: usize, const R
             }
             let next = c + STAGES - 2;
             if next < nchunks && !cfg!(moe4_exp = "noload") {
-                cur.load(p, next, base + (next % STAGES) * stage_bytes, x_bytes);
+                cur.load(next, base + (next % STAGES) * stage_bytes, x_bytes);
             }
             cp_async_commit();
             if wg_busy {
