@@ -704,6 +704,13 @@ elif [ "$PART" = 50 ]; then
   run ab-tma-4096 50 $E /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run ab-own-4096 50 /tmp/b1/moe4 bench prefill --shape $PS --m 4096
   run test-prefill-own 150 /tmp/b1/test-prefill --test-threads=2
+elif [ "$PART" = 54 ]; then
+  # PART=53's first checks only, for a call with ~2 minutes: the branch's
+  # PTX loaded (JIT), its smoke checks, the prefill and limits tests.
+  run info-own 80 /tmp/b1/moe4 info
+  run smoke 30 /tmp/b1/moe4 smoke
+  run test-prefill 60 /tmp/b1/test-prefill --test-threads=2
+  run test-limits 30 /tmp/b1/test-limits --test-threads=2
 elif [ "$PART" = 53 ]; then
   # The chunk-major weight layout (branch `chunk-major`, after run 134's
   # `cmaj`; the bundle `cargo xtask gpu-bundle` of that branch): its tests
