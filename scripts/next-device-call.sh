@@ -713,7 +713,9 @@ elif [ "$PART" = 54 ]; then
   run test-limits 30 /tmp/b1/test-limits --test-threads=2
 elif [ "$PART" = 53 ]; then
   # The chunk-major weight layout (branch `chunk-major`, after run 134's
-  # `cmaj`; the bundle `cargo xtask gpu-bundle` of that branch): its tests
+  # `cmaj`; the bundle `cargo xtask gpu-bundle` of that branch; if it
+  # passes, `git checkout chunk-major -- kernels host/ptx` on main: the
+  # branch head is an ancestor of main, so a merge would do nothing): its tests
   # and sanitizers, then the decode and prefill benches against the
   # previous bundle (task-major layout: `cargo xtask gpu-bundle` of
   # aaf9e54, kept as exp/old-bundle.tar.xz), alternating. Predicted from
