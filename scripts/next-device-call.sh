@@ -82,6 +82,25 @@ D="env MOE4_PTX_FILE=/tmp/deps.ptx"
 T="env MOE4_PTX_FILE=/tmp/trace.ptx"
 F="env MOE4_PTX_FILE=/tmp/fdiv.ptx"
 N="env MOE4_PTX_FILE=/tmp/n256.ptx"
+# The bundle's tests and sanitizers (PART=3, 53), and its prefill and
+# decode tables (PART=3, 53), on its own PTX.
+landed_checks() {
+  run info-own 90 /tmp/b1/moe4 info
+  run smoke 60 /tmp/b1/moe4 smoke
+  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
+  run test-decode 200 /tmp/b1/test-decode --test-threads=2
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+}
+landed_tables() {
+  run bench-prefill 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B \
+    --m 2048,8192 --json "$OUT/prefill.json"
+  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
+  run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
+  run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
+}
 for PART in $(echo "${PART:-3}" | tr , ' '); do
 if [ "$PART" = 4 ]; then
   # Issue 5: what bounds the prefill k-loops (n128 and n256 alike): each
@@ -98,19 +117,8 @@ if [ "$PART" = 4 ]; then
 elif [ "$PART" = 3 ]; then
   # The landed state (n256 kernels and fdiv in the default PTX): tests,
   # sanitizers, the prefill and decode benches, all on the bundle's own PTX.
-  run info-own 90 /tmp/b1/moe4 info
-  run smoke 60 /tmp/b1/moe4 smoke
-  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
-  run test-decode 200 /tmp/b1/test-decode --test-threads=2
-  run test-limits 60 /tmp/b1/test-limits --test-threads=2
-  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  run bench-prefill 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B \
-    --m 2048,8192 --json "$OUT/prefill.json"
-  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
-  run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
-  run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
+  landed_checks
+  landed_tables
 elif [ "$PART" = 0 ]; then
   # Issue 5: the 128-row x 256-pair wgmma prefill kernels (n256 build):
   # the instruction, the layer against the reference, then the prefill
@@ -706,7 +714,9 @@ elif [ "$PART" = 50 ]; then
   run test-prefill-own 150 /tmp/b1/test-prefill --test-threads=2
 elif [ "$PART" = 54 ]; then
   # PART=53's first checks only, for a call with ~2 minutes: the branch's
-  # PTX loaded (JIT), its smoke checks, the prefill and limits tests.
+  # PTX loaded (JIT), its smoke checks, the prefill and limits tests (not
+  # `landed_checks`: shorter limits, so that `run` does not skip them in a
+  # LIMIT of ~110 s).
   run info-own 80 /tmp/b1/moe4 info
   run smoke 30 /tmp/b1/moe4 smoke
   run test-prefill 60 /tmp/b1/test-prefill --test-threads=2
@@ -724,14 +734,7 @@ elif [ "$PART" = 53 ]; then
   # contiguous piece per chunk).
   mkdir -p /tmp/b0 && tar xJf "$C/exp/old-bundle.tar.xz" -C /tmp/b0 moe4
   DS=Qwen3-30B-A3B,DeepSeek-V3,GPT-OSS-120B,Mixtral-8x7B
-  run info-own 90 /tmp/b1/moe4 info
-  run smoke 60 /tmp/b1/moe4 smoke
-  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
-  run test-decode 200 /tmp/b1/test-decode --test-threads=2
-  run test-limits 60 /tmp/b1/test-limits --test-threads=2
-  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run memcheck-decode 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  landed_checks
   run info-old 90 /tmp/b0/moe4 info
   for r in 1 2 3; do
     run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,4,16,64
@@ -741,10 +744,7 @@ elif [ "$PART" = 53 ]; then
     run ab-own-r$r 60 /tmp/b1/moe4 bench prefill --shape $DS --m 2048,8192
     run ab-old-r$r 60 /tmp/b0/moe4 bench prefill --shape $DS --m 2048,8192
   done
-  run bench-decode 40 /tmp/b1/moe4 bench decode --json "$OUT/decode.json"
-  run bench-prefill 60 /tmp/b1/moe4 bench prefill --shape $DS --m 2048,8192 --json "$OUT/prefill.json"
-  run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
-  run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
+  landed_tables
 elif [ "$PART" = 52 ]; then
   # Issue 3 on this card: the loads-only decode kernels (the memory side
   # alone: one column tile, so M = 1-4) against the full ones in one
@@ -759,7 +759,7 @@ elif [ "$PART" = 52 ]; then
   [ -f "$C/exp/decode-slw6.ptx.gz" ] && gunzip -c "$C/exp/decode-slw6.ptx.gz" > /tmp/slw6.ptx
   SL="env MOE4_PTX_FILE=/tmp/slw6.ptx"
   # `cmaj` (timing only, wrong results: cargo xtask exp-ptx decode-cmaj
-  # cmaj): the decode kernels read each expert's chunks as if stored
+  # cmaj at aa03e50, the only commit with that cfg): the decode kernels read each expert's chunks as if stored
   # chunk-major (chunk c of all its layout tasks side by side, so the
   # warps that run together read neighbouring KiB, as the floor kernel
   # does); H100 run 107: loads only 81.6 us against 84.2 at Mixtral M = 1,
