@@ -46,7 +46,10 @@
 # PART=50 (PART=48 reordered for a short call, plus `pf-land`; run 132),
 # PART=51 (`tmac`: codes and scales by cp.async onto the mbarriers).
 # Nineteenth: PART=3,52 (the tables; loads-only decode, `cmaj`, ncu; run
-# 134, H100), PART=53 (the chunk-major layout against the previous bundle).
+# 134, H100), PART=53 (the chunk-major layout against the previous bundle;
+# run 135, H100: not landed). Twentieth: PART=55 (the decode timeline; on
+# an H200 the tables first; run 136), PART=56 (the combine's ids before
+# its wait, `cids`).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -721,6 +724,43 @@ elif [ "$PART" = 54 ]; then
   run smoke 30 /tmp/b1/moe4 smoke
   run test-prefill 60 /tmp/b1/test-prefill --test-threads=2
   run test-limits 30 /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 56 ]; then
+  # Issue 3: the combine reads the ids before its wait for FC2 (`cargo
+  # xtask exp-ptx decode-cids ""` from the tree with the change: the
+  # default build). Run 136's timeline: the combine's wait returns 0.6 us
+  # after FC2's end, then two memory latencies (ids, then y) before the
+  # output, 1.5 us at Qwen3 M = 1. Predicted: -0.5 to -0.7 us per call at
+  # every decode M (Qwen3 M = 1 -3 to -4 %, GPT-OSS M = 1 -2 %, the large
+  # shapes < 1 %); every output equal bit for bit (`compare-ptx`).
+  gunzip -c "$C/exp/decode-cids.ptx.gz" > /tmp/cids.ptx
+  X="env MOE4_PTX_FILE=/tmp/cids.ptx"
+  run info-own 90 /tmp/b1/moe4 info
+  run info-cids 90 $X /tmp/b1/moe4 info
+  run compare-cids 200 /tmp/b1/moe4 compare-ptx /tmp/cids.ptx
+  run test-decode-cids 200 $X /tmp/b1/test-decode --test-threads=2
+  run memcheck-decode-cids 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-decode-cids 60 $X "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+    run ab-cids-r$r 40 $X /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16,64
+  done
+  run ab-own-r9 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+  run ab-cids-r9 60 $X /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192
+elif [ "$PART" = 55 ]; then
+  # Twentieth session: on an H200 first the landed state's checks and
+  # tables (the H200's are run 109's, before the last sessions' kernels);
+  # on any card then the decode timeline of the `trace` build (`cargo
+  # xtask exp-ptx decode-trace trace`; the last one is run 87's, before
+  # fdiv, the routing rule, the few-pairs rules) at the small batches
+  # where issue 3 is furthest from its target.
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    landed_checks
+    landed_tables
+  fi
+  run info-trace 120 $T /tmp/b1/moe4 info
+  run timeline 200 $T /tmp/b1/moe4 bench timeline --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3,Mixtral-8x7B \
+    --m 1,2,4,8 --json "$OUT/timeline.json"
 elif [ "$PART" = 53 ]; then
   # The chunk-major weight layout (branch `chunk-major`, after run 134's
   # `cmaj`; the bundle `cargo xtask gpu-bundle` of that branch; if it
