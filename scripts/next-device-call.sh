@@ -49,7 +49,8 @@
 # 134, H100), PART=53 (the chunk-major layout against the previous bundle;
 # run 135, H100: not landed). Twentieth: PART=55 (the decode timeline; on
 # an H200 the tables first; run 136), PART=56 (the combine's ids before
-# its wait, `cids`).
+# its wait, `cids`; run 137, landed), PART=57 (the landed `cids`; the
+# routing kernel in one warp up to 64 pairs, `rw`).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -724,6 +725,31 @@ elif [ "$PART" = 54 ]; then
   run smoke 30 /tmp/b1/moe4 smoke
   run test-prefill 60 /tmp/b1/test-prefill --test-threads=2
   run test-limits 30 /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 57 ]; then
+  # The landed `cids` (bundle of the commit that landed it): its tests,
+  # sanitizers and tables; then `rw`: the routing kernel routes up to 64
+  # pairs in its first warp, by shuffles (`cargo xtask exp-ptx decode-rw
+  # ""` from that commit plus the change in kernels/src/device/route.rs).
+  # Run 136: the routing kernel takes 2.8 us from its wait to its end at
+  # 8-64 pairs. Predicted where it runs (DeepSeek-V3 and Mixtral M = 1-4,
+  # V4-Flash M = 1, GPT-OSS M = 2-8, Qwen3 M = 8): -1 to -1.5 us per call
+  # (DeepSeek-V3 M = 1 -1.5 to -2 %, GPT-OSS M = 2 -2 to -3 %, Qwen3 M = 8
+  # -2 %); elsewhere unchanged; every output equal bit for bit.
+  gunzip -c "$C/exp/decode-rw.ptx.gz" > /tmp/rw.ptx
+  X="env MOE4_PTX_FILE=/tmp/rw.ptx"
+  landed_checks
+  run info-rw 90 $X /tmp/b1/moe4 info
+  run compare-rw 200 /tmp/b1/moe4 compare-ptx /tmp/rw.ptx
+  run test-decode-rw 200 $X /tmp/b1/test-decode --test-threads=2
+  run test-limits-rw 60 $X /tmp/b1/test-limits --test-threads=2
+  run memcheck-decode-rw 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-decode-rw 60 $X "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16
+    run ab-rw-r$r 40 $X /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16
+  done
+  landed_tables
 elif [ "$PART" = 56 ]; then
   # Issue 3: the combine reads the ids before its wait for FC2 (`cargo
   # xtask exp-ptx decode-cids ""` from the tree with the change: the

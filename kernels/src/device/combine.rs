@@ -21,15 +21,40 @@ const BATCH: usize = 8;
 /// top-k memory latencies in a row (run 79: Qwen3 decode M = 1 -7 %).
 /// One 16-byte piece of y per pair per thread, summed in k order.
 /// Threads past `m * h / per` return at once.
+///
+/// The ids are read before the wait for FC2: they are inputs of the layer,
+/// complete before FC1 began (FC1 waited for them, FC2 for FC1, and FC2 let
+/// this kernel launch only after its wait), and the kernel starts 1-2 µs
+/// before FC2 ends at small batches (run 136's timeline), so after the wait
+/// only y's loads stand between FC2's end and the output (one memory
+/// latency instead of two).
 #[inline(always)]
 unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
-    griddep_wait();
-    trace::waited(TraceKernel::Combine);
-    griddep_launch_dependents();
     let y16 = p.y16 != 0;
     let per = combine_outputs_per_thread(y16);
     let hq = p.h / per;
     let i = bid() * bdim() + tid();
+    let live = i < p.m * hq;
+    let (m, c) = if live { (i / hq, per * (i % hq)) } else { (0, 0) };
+    // Bit j: pair (m, j) has an expert (top-k <= 64, the host's limit).
+    let mut valid = 0u64;
+    if live {
+        let mut j0 = 0;
+        while j0 < p.topk {
+            let mut ok = [false; BATCH];
+            unroll!(BATCH, |b| {
+                let j = j0 + b as u32;
+                if j < p.topk {
+                    ok[b] = expert(ldg_u32(p.topk_ids + 4 * (m * p.topk + j) as u64) as i32, p.n_experts).is_ok();
+                }
+            });
+            unroll!(BATCH, |b| valid |= (ok[b] as u64) << ((j0 + b as u32) & 63));
+            j0 += BATCH as u32;
+        }
+    }
+    griddep_wait();
+    trace::waited(TraceKernel::Combine);
+    griddep_launch_dependents();
     if ready != 0 {
         // FC2 is complete: no thread reads the counters any more; the next
         // call's FC1 adds to them only after this kernel (its wait).
@@ -39,29 +64,22 @@ unsafe fn combine<const BF16: bool>(p: &CombineParams, ready: u64) {
             g += gdim() * bdim();
         }
     }
-    if i >= p.m * hq {
+    if !live {
         return;
     }
-    let (m, c) = (i / hq, per * (i % hq));
     let mut acc = [0f32; 8];
     let mut j0 = 0;
     while j0 < p.topk {
-        let mut ok = [false; BATCH];
         let mut v = [[0u32; 4]; BATCH];
+        let ok = |b: usize| (valid >> ((j0 + b as u32) & 63)) & 1 != 0 && j0 + (b as u32) < p.topk;
         unroll!(BATCH, |b| {
-            let j = j0 + b as u32;
-            if j < p.topk {
-                ok[b] = expert(ldg_u32(p.topk_ids + 4 * (m * p.topk + j) as u64) as i32, p.n_experts).is_ok();
-            }
-        });
-        unroll!(BATCH, |b| {
-            if ok[b] {
+            if ok(b) {
                 let at = (m * p.topk + j0 + b as u32) as u64 * p.h as u64 + c as u64;
                 v[b] = ldg_v4(p.y + if y16 { 2 * at } else { 4 * at });
             }
         });
         unroll!(BATCH, |b| {
-            if ok[b] {
+            if ok(b) {
                 if y16 {
                     unroll!(4, |w| {
                         acc[2 * w] += from_half_bits::<BF16>(v[b][w]);
