@@ -50,7 +50,8 @@
 # run 135, H100: not landed). Twentieth: PART=55 (the decode timeline; on
 # an H200 the tables first; run 136), PART=56 (the combine's ids before
 # its wait, `cids`; run 137, landed), PART=57 (the landed `cids`; the
-# routing kernel in one warp up to 64 pairs, `rw`).
+# routing kernel in one warp up to 64 pairs, `rw`; run 138), PART=58 (the
+# landed `route_warp`, up to 16 pairs, against a2a081f).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -725,6 +726,22 @@ elif [ "$PART" = 54 ]; then
   run smoke 30 /tmp/b1/moe4 smoke
   run test-prefill 60 /tmp/b1/test-prefill --test-threads=2
   run test-limits 30 /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 58 ]; then
+  # The landed `route_warp` (the routing kernel in one warp, one pair per
+  # lane, up to 16 pairs; bundle of the commit that landed it): its tests
+  # and sanitizers, then decode against the previous bundle (a2a081f, as
+  # exp/old-bundle.tar.xz), alternating, then the tables. Predicted from
+  # run 138: DeepSeek-V3 M = 1 -1 %, V4-Flash M = 1 -2 %, GPT-OSS M = 2
+  # -1 %, Mixtral M = 1-8 -0.1 to -0.5 %; from 24 pairs unchanged.
+  mkdir -p /tmp/b0 && tar xJf "$C/exp/old-bundle.tar.xz" -C /tmp/b0 moe4
+  landed_checks
+  run info-old 90 /tmp/b0/moe4 info
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
+  for r in 1 2 3; do
+    run ab-own-r$r 40 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,8,16
+    run ab-old-r$r 40 /tmp/b0/moe4 bench decode --shape $DS --m 1,2,4,8,16
+  done
+  landed_tables
 elif [ "$PART" = 57 ]; then
   # The landed `cids` (bundle of the commit that landed it): its tests,
   # sanitizers and tables; then `rw`: the routing kernel routes up to 64

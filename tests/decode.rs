@@ -157,14 +157,19 @@ fn skewed_and_degenerate_routing() {
                 assert_eq!(diff, 0, "M={m}{many} rerun {rep}: {diff} outputs differ");
             }
         }
-        // All ids -1: the output is exactly zero (and written).
-        let mut c = case(&mut rng, &layer, &format!("all ids -1{many}"), 3, topk);
-        c.ids.iter_mut().for_each(|id| *id = -1);
-        let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
-        assert!(got.iter().all(|&v| v == 0.0));
-        // Out-of-range ids: skipped like -1, counted, no fault (M = 7:
-        // 56 pairs, routed in the FC kernels by default; M = 33: 264).
-        for m in [7, 33] {
+        // All ids -1: the output is exactly zero (and written). (M = 2:
+        // 16 pairs, which the routing kernel routes in one warp; M = 3: 24,
+        // in the whole block.)
+        for m in [2, 3] {
+            let mut c = case(&mut rng, &layer, &format!("all ids -1{many}"), m, topk);
+            c.ids.iter_mut().for_each(|id| *id = -1);
+            let got = run_gpu::<bf16>(&w, &mut ws, &s, &c);
+            assert!(got.iter().all(|&v| v == 0.0), "M={m}{many}");
+        }
+        // Out-of-range ids: skipped like -1, counted, no fault (M = 2: 16
+        // pairs, one warp of the routing kernel; M = 7: 56 pairs, routed in
+        // the FC kernels by default; M = 33: 264).
+        for m in [2, 7, 33] {
             ws.reset_invalid_id_count(&s).unwrap();
             let mut c = case(&mut rng, &layer, &format!("out-of-range ids{many}"), m, topk);
             let bad = [(0usize, 32i32), (3, 1000), (9, -2), (40, i32::MIN), (55, i32::MAX), (100, 65536)];
@@ -281,6 +286,12 @@ fn sanitizer_case() {
     ws.tuning_mut().route_blocks_from = Some(0);
     c.name = "sanitizer, many-block routing".into();
     check::<bf16>(&w, &mut ws, &s, &c);
+    // Up to 16 pairs the routing kernel routes in one warp.
+    ws.tuning_mut().route_blocks_from = None;
+    let mut c3 = case(&mut rng, &layer, "sanitizer, one-warp routing", 3, 4);
+    c3.ids[1] = -1;
+    c3.ids[6] = 77;
+    check::<bf16>(&w, &mut ws, &s, &c3);
     // The 64-row-task kernels (two and four column tiles).
     for nt in [2, 4] {
         *ws.tuning_mut() = moe4::Tuning { nt: Some(nt), task_rows: Some(64), ..moe4::Tuning::defaults(&gpu) };

@@ -14,7 +14,8 @@
 //!    and writes its entry of `sorted_pairs` and of the column-group tables.
 //!
 //! One block does all three for every pair (`moe_route`: the decode sizes,
-//! one launch). For large batches one block is the layer's bottleneck
+//! one launch); up to 16 pairs its first warp alone does them, by shuffles
+//! instead of shared memory and barriers (`route_warp`). For large batches one block is the layer's bottleneck
 //! (65 536 pairs took ~230 µs), so the multi-block form splits the pairs
 //! into blocks of `chunk`: `moe_route_count` writes each block's per-expert
 //! counts to `hist`; `moe_route_scan` (one block) turns them into each
@@ -56,6 +57,14 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     griddep_wait();
     trace::waited(TraceKernel::Route);
     griddep_launch_dependents();
+    // Small batches: the first warp alone, no barriers (a uniform branch).
+    if p.pairs <= ROUTE_WARP_MAX_PAIRS {
+        if tid() < 32 {
+            route_warp(&p);
+        }
+        trace::exit(TraceKernel::Route);
+        return;
+    }
     let t = tid();
     let nt = bdim();
     let cnt = smem();
@@ -104,6 +113,96 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         i += nt;
     }
     trace::exit(TraceKernel::Route);
+}
+
+/// Pairs up to which [`moe_route`] routes in its first warp alone
+/// ([`route_warp`], one pair per lane). Run 138 (an H100; a form with two
+/// pairs per lane, up to 64): -0.5 to -2.3 % at 2-8 pairs (DeepSeek-V3,
+/// V4-Flash, Mixtral M = 1, GPT-OSS M = 2), about even at 16, and slower
+/// from 32 (+0.2 to +0.8 %) to 64 pairs (+0.8 to +6 %, Qwen3 M = 8), where
+/// the block form's many threads win over one warp's passes.
+const ROUTE_WARP_MAX_PAIRS: u32 = 16;
+
+/// [`moe_route`] for at most [`ROUTE_WARP_MAX_PAIRS`] pairs, by the
+/// block's first warp alone: lane `i` holds pair `i`. What the block form
+/// takes from shared-memory counts and a block-wide scan over all experts
+/// (barriers over 1024 threads: 2.8 µs from its wait to its end at
+/// DeepSeek-V3 M = 1 in run 136's timeline) is here two passes over the
+/// pairs by shuffles: per pair, the valid pairs of lower experts (its
+/// expert's first slot), those of its expert before it (its rank) and all
+/// of its expert; then, over the pairs that open their expert (rank 0), the
+/// active experts and column groups below it and in all. The same tables
+/// as the block form, with each expert's slots in pair order (the block
+/// form's order there depends on timing; no output depends on it). All
+/// lanes of the warp call it.
+#[inline(always)]
+unsafe fn route_warp(p: &RouteParams) {
+    const NONE: u32 = u32::MAX;
+    const { assert!(ROUTE_WARP_MAX_PAIRS <= 32) };
+    let (i, n) = (tid() % 32, p.pairs);
+    let mine = i < n;
+    // The pair's id and routing weight: both loads in flight at once.
+    let (id, w) =
+        if mine { (ldg_u32(p.topk_ids + 4 * i as u64), ldg_u32(p.topk_weights + 4 * i as u64)) } else { (0, 0) };
+    let mut e = NONE;
+    if mine {
+        match expert(id as i32, p.n_experts) {
+            Ok(x) => e = x,
+            Err(invalid) => {
+                if invalid {
+                    atomic_add_u32(p.invalid_count, 1);
+                }
+            }
+        }
+    }
+    // Pass 1 (NONE is above every expert, and equal to no valid one).
+    let (mut below, mut rank, mut count) = (0u32, 0u32, 0u32);
+    let mut j = 0;
+    while j < n {
+        let ej = shfl_idx(e, j);
+        below += (ej < e) as u32;
+        count += (ej == e) as u32;
+        rank += (ej == e && j < i) as u32;
+        j += 1;
+    }
+    // Pass 2, over the pairs that open an expert: its column groups
+    // ([`groups::pack`]ed, so that they add up as the block form's scan;
+    // nonzero exactly for those pairs: one pair makes at least one group).
+    let packed = if e != NONE && rank == 0 {
+        let (wide, narrow) = groups::split(count, p.group, p.narrow);
+        groups::pack(wide, narrow)
+    } else {
+        0
+    };
+    let (mut pos, mut gbelow, mut active, mut gtotal) = (0u32, 0u32, 0u32, 0u32);
+    let mut j = 0;
+    while j < n {
+        let (ej, pj) = (shfl_idx(e, j), shfl_idx(packed, j));
+        let lower = pj != 0 && ej < e;
+        active += (pj != 0) as u32;
+        gtotal += pj;
+        pos += lower as u32;
+        gbelow += if lower { pj } else { 0 };
+        j += 1;
+    }
+    let (wide_total, narrow_total) = groups::unpack(gtotal, p.narrow);
+    if e != NONE {
+        if rank == 0 {
+            let rec = p.active + 16 * pos as u64;
+            stg_u32(rec, e);
+            stg_u32(rec + 4, below);
+            stg_u32(rec + 8, count);
+            stg_u32(rec + 12, groups::unpack(gbelow, p.narrow).0);
+        }
+        let slot = below + rank;
+        stg_u32(p.sorted_pairs + 4 * slot as u64, i);
+        GroupTables::global(p, wide_total).write_entry(slot, below, gbelow, e, i, w, below + count);
+    }
+    if i == 0 {
+        stg_u32(p.n_active, active);
+        stg_u32(p.n_active + 4, wide_total);
+        stg_u32(p.n_active + 8, narrow_total);
+    }
 }
 
 /// Step 2 for expert `tid()` (all threads of the block call it, `bdim() >=
