@@ -51,7 +51,8 @@
 # an H200 the tables first; run 136), PART=56 (the combine's ids before
 # its wait, `cids`; run 137, landed), PART=57 (the landed `cids`; the
 # routing kernel in one warp up to 64 pairs, `rw`; run 138), PART=58 (the
-# landed `route_warp`, up to 16 pairs, against a2a081f).
+# landed `route_warp`, up to 16 pairs, against a2a081f; run 139), PART=55
+# again (run 140), PART=59 (the in-block routing in one warp, `rtw`).
 # Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
 # `info-own` step first (docs/perf-notes.md, eleventh session: how to land
 # it), and PART=3 on an H200 (its last tables are run 109's, before
@@ -726,6 +727,28 @@ elif [ "$PART" = 54 ]; then
   run smoke 30 /tmp/b1/moe4 smoke
   run test-prefill 60 /tmp/b1/test-prefill --test-threads=2
   run test-limits 30 /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 59 ]; then
+  # `rtw`: the FC kernels' in-block routing (`_rt`) builds its tables in
+  # the first warp up to 32 pairs (`warp_ranks`, the counts `route_warp`
+  # now shares) and publishes them with one barrier instead of three (`cargo xtask
+  # exp-ptx decode-rtw ""` from 6afb702's kernels plus the change).
+  # Predicted: Qwen3 M = 1-4 -1 to -2 %, GPT-OSS M = 1 -0.5 to -1 %, the
+  # routing-kernel points unchanged; every output equal bit for bit.
+  gunzip -c "$C/exp/decode-rtw.ptx.gz" > /tmp/rtw.ptx
+  X="env MOE4_PTX_FILE=/tmp/rtw.ptx"
+  run info-own 90 /tmp/b1/moe4 info
+  run info-rtw 90 $X /tmp/b1/moe4 info
+  run compare-rtw 60 /tmp/b1/moe4 compare-ptx /tmp/rtw.ptx
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3
+  for r in 1 2 3; do
+    run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+    run ab-rtw-r$r 30 $X /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
+  done
+  # `moe4 run` (a random 10-pair layer, routed in the FC kernels: the warp
+  # form) under both sanitizers, then the decode tests.
+  run racecheck-run-rtw 60 $X "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/moe4 run
+  run memcheck-run-rtw 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/moe4 run
+  run test-decode-rtw 200 $X /tmp/b1/test-decode --test-threads=2
 elif [ "$PART" = 58 ]; then
   # The landed `route_warp` (the routing kernel in one warp, one pair per
   # lane, up to 16 pairs; bundle of the commit that landed it): its tests

@@ -280,6 +280,11 @@ fn sanitizer_case() {
     c.ids[5] = 77;
     // 36 pairs: routed in the FC kernels' shared memory by default.
     check::<bf16>(&w, &mut ws, &s, &c);
+    // 20 pairs: the same, by the blocks' first warps (up to 32 pairs).
+    let mut c20 = case(&mut rng, &layer, "sanitizer, FC routing in one warp", 5, 4);
+    c20.ids[2] = -1;
+    c20.ids[7] = 77;
+    check::<bf16>(&w, &mut ws, &s, &c20);
     ws.tuning_mut().fc_route_pairs = Some(0);
     c.name = "sanitizer, one-block routing".into();
     check::<bf16>(&w, &mut ws, &s, &c);

@@ -123,39 +123,38 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
 /// the block form's many threads win over one warp's passes.
 const ROUTE_WARP_MAX_PAIRS: u32 = 16;
 
-/// [`moe_route`] for at most [`ROUTE_WARP_MAX_PAIRS`] pairs, by the
-/// block's first warp alone: lane `i` holds pair `i`. What the block form
-/// takes from shared-memory counts and a block-wide scan over all experts
-/// (barriers over 1024 threads: 2.8 µs from its wait to its end at
-/// DeepSeek-V3 M = 1 in run 136's timeline) is here two passes over the
-/// pairs by shuffles: per pair, the valid pairs of lower experts (its
-/// expert's first slot), those of its expert before it (its rank) and all
-/// of its expert; then, over the pairs that open their expert (rank 0), the
-/// active experts and column groups below it and in all. The same tables
-/// as the block form, with each expert's slots in pair order (the block
-/// form's order there depends on timing; no output depends on it). All
-/// lanes of the warp call it.
+/// One pair per lane of a warp (lane `i` holds pair `i`, expert `e`, NONE
+/// = `u32::MAX` where the id is -1 or out of range; at most 32 pairs), as
+/// [`warp_ranks`] counts them.
+#[derive(Clone, Copy)]
+struct WarpRanks {
+    /// Valid pairs of lower experts: the expert's first slot.
+    below: u32,
+    /// Pairs of the same expert before this one.
+    rank: u32,
+    /// Pairs of the same expert.
+    count: u32,
+    /// Active experts below this pair's.
+    pos: u32,
+    /// Column groups ([`groups::pack`]ed) of the experts below.
+    gbelow: u32,
+    /// Active experts in all.
+    active: u32,
+    /// Column groups ([`groups::pack`]ed) in all.
+    gtotal: u32,
+}
+
+/// The counts a routing needs, for the `n` pairs held one per lane, by
+/// shuffles: first per pair the valid pairs of lower experts, those of its
+/// expert before it and all of its expert; then, over the pairs that open
+/// their expert (rank 0), the active experts and column groups below it
+/// (`group` pairs per group, `narrow` for the narrow tails) and in all.
+/// NONE is above every expert and equal to no valid one. All lanes of the
+/// warp call it, with the same `n` (at most 32).
 #[inline(always)]
-unsafe fn route_warp(p: &RouteParams) {
+fn warp_ranks(e: u32, n: u32, group: u32, narrow: u32) -> WarpRanks {
     const NONE: u32 = u32::MAX;
-    const { assert!(ROUTE_WARP_MAX_PAIRS <= 32) };
-    let (i, n) = (tid() % 32, p.pairs);
-    let mine = i < n;
-    // The pair's id and routing weight: both loads in flight at once.
-    let (id, w) =
-        if mine { (ldg_u32(p.topk_ids + 4 * i as u64), ldg_u32(p.topk_weights + 4 * i as u64)) } else { (0, 0) };
-    let mut e = NONE;
-    if mine {
-        match expert(id as i32, p.n_experts) {
-            Ok(x) => e = x,
-            Err(invalid) => {
-                if invalid {
-                    atomic_add_u32(p.invalid_count, 1);
-                }
-            }
-        }
-    }
-    // Pass 1 (NONE is above every expert, and equal to no valid one).
+    let i = tid() % 32;
     let (mut below, mut rank, mut count) = (0u32, 0u32, 0u32);
     let mut j = 0;
     while j < n {
@@ -165,11 +164,10 @@ unsafe fn route_warp(p: &RouteParams) {
         rank += (ej == e && j < i) as u32;
         j += 1;
     }
-    // Pass 2, over the pairs that open an expert: its column groups
-    // ([`groups::pack`]ed, so that they add up as the block form's scan;
-    // nonzero exactly for those pairs: one pair makes at least one group).
+    // Nonzero exactly for the pairs that open an expert (one pair makes at
+    // least one group).
     let packed = if e != NONE && rank == 0 {
-        let (wide, narrow) = groups::split(count, p.group, p.narrow);
+        let (wide, narrow) = groups::split(count, group, narrow);
         groups::pack(wide, narrow)
     } else {
         0
@@ -185,21 +183,66 @@ unsafe fn route_warp(p: &RouteParams) {
         gbelow += if lower { pj } else { 0 };
         j += 1;
     }
-    let (wide_total, narrow_total) = groups::unpack(gtotal, p.narrow);
-    if e != NONE {
-        if rank == 0 {
-            let rec = p.active + 16 * pos as u64;
-            stg_u32(rec, e);
-            stg_u32(rec + 4, below);
-            stg_u32(rec + 8, count);
-            stg_u32(rec + 12, groups::unpack(gbelow, p.narrow).0);
+    WarpRanks { below, rank, count, pos, gbelow, active, gtotal }
+}
+
+/// Lane `i`'s pair of at most 32: its id's expert (NONE for -1 or an id
+/// out of range; the latter added to `invalid_count` when `count_invalid`)
+/// and its routing weight's bits, both loads in flight at once.
+#[inline(always)]
+unsafe fn lane_pair(
+    ids: u64,
+    weights: u64,
+    n: u32,
+    n_experts: u32,
+    invalid_count: u64,
+    count_invalid: bool,
+) -> (u32, u32) {
+    let i = tid() % 32;
+    if i >= n {
+        return (u32::MAX, 0);
+    }
+    let (id, w) = (ldg_u32(ids + 4 * i as u64), ldg_u32(weights + 4 * i as u64));
+    match expert(id as i32, n_experts) {
+        Ok(x) => (x, w),
+        Err(invalid) => {
+            if invalid && count_invalid {
+                atomic_add_u32(invalid_count, 1);
+            }
+            (u32::MAX, w)
         }
-        let slot = below + rank;
+    }
+}
+
+/// [`moe_route`] for at most [`ROUTE_WARP_MAX_PAIRS`] pairs, by the
+/// block's first warp alone: lane `i` holds pair `i`. What the block form
+/// takes from shared-memory counts and a block-wide scan over all experts
+/// (barriers over 1024 threads: 2.8 µs from its wait to its end at
+/// DeepSeek-V3 M = 1 in run 136's timeline, 1.6 µs this way in run 140) is
+/// here [`warp_ranks`]. The same tables as the block form, with each
+/// expert's slots in pair order (the block form's order there depends on
+/// timing; no output depends on it). All lanes of the warp call it.
+#[inline(always)]
+unsafe fn route_warp(p: &RouteParams) {
+    const { assert!(ROUTE_WARP_MAX_PAIRS <= 32) };
+    let (i, n) = (tid() % 32, p.pairs);
+    let (e, w) = lane_pair(p.topk_ids, p.topk_weights, n, p.n_experts, p.invalid_count, true);
+    let r = warp_ranks(e, n, p.group, p.narrow);
+    let (wide_total, narrow_total) = groups::unpack(r.gtotal, p.narrow);
+    if e != u32::MAX {
+        if r.rank == 0 {
+            let rec = p.active + 16 * r.pos as u64;
+            stg_u32(rec, e);
+            stg_u32(rec + 4, r.below);
+            stg_u32(rec + 8, r.count);
+            stg_u32(rec + 12, groups::unpack(r.gbelow, p.narrow).0);
+        }
+        let slot = r.below + r.rank;
         stg_u32(p.sorted_pairs + 4 * slot as u64, i);
-        GroupTables::global(p, wide_total).write_entry(slot, below, gbelow, e, i, w, below + count);
+        GroupTables::global(p, wide_total).write_entry(slot, r.below, r.gbelow, e, i, w, r.below + r.count);
     }
     if i == 0 {
-        stg_u32(p.n_active, active);
+        stg_u32(p.n_active, r.active);
         stg_u32(p.n_active + 4, wide_total);
         stg_u32(p.n_active + 8, narrow_total);
     }
@@ -500,7 +543,9 @@ impl<const SHARED: bool> GroupTables<SHARED> {
 /// Every pair's routing weight is loaded with its id, so the routing
 /// waits on one global latency, not two. Slots are by (expert, pair
 /// index): the same on every run. With `count_invalid`, out-of-range ids
-/// (not -1) are added to `invalid_count`. Contains barriers (the divergence-safe form: LLVM
+/// (not -1) are added to `invalid_count`. Up to 32 pairs the first warp
+/// alone builds the same tables by [`warp_ranks`] (no scans through shared
+/// memory, one barrier instead of three). Contains barriers (the divergence-safe form: LLVM
 /// duplicates them into the `t < n` branches): every thread of the block
 /// calls it.
 #[inline(always)]
@@ -508,6 +553,31 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
     const NONE: u32 = u32::MAX;
     const G: u32 = FC_ROUTE_GROUP;
     let (t, n, base) = (tid(), p.route_pairs, smem());
+    let tables = GroupTables::<true> {
+        groups: (base + FC_RT_GROUPS) as u64,
+        rows: (base + FC_RT_ROWS) as u64,
+        w: (base + FC_RT_WEIGHTS) as u64,
+        group: G,
+        narrow: 0,
+        wide_total: 0,
+    };
+    // Up to 32 pairs the first warp builds the tables alone ([`warp_ranks`],
+    // one pair per lane), and one barrier publishes them.
+    if n <= 32 {
+        if t < 32 {
+            let (e, w) = lane_pair(p.topk_ids, p.topk_weights, n, p.n_experts, p.invalid_count, count_invalid);
+            let r = warp_ranks(e, n, G, 0);
+            if e != NONE {
+                tables.write_entry(r.below + r.rank, r.below, r.gbelow, e, t, w, r.below + r.count);
+            }
+            if t == 0 {
+                sts(base + FC_RT_COUNTS, r.active);
+                sts(base + FC_RT_COUNTS + 4, r.gtotal);
+            }
+        }
+        sync_divergent();
+        return;
+    }
     let (ids, flags) = (base + FC_RT_IDS, base + FC_RT_FLAGS);
     // The scans below read four entries per shared load: the entries from
     // `n` up to a multiple of 4 are padding (no expert, no flags).
@@ -561,14 +631,6 @@ pub(super) unsafe fn route_in_block(p: &FcParams, count_invalid: bool) {
             j += 4;
         }
         // Expert e's slots start at `below`, its groups at `gbelow`.
-        let tables = GroupTables::<true> {
-            groups: (base + FC_RT_GROUPS) as u64,
-            rows: (base + FC_RT_ROWS) as u64,
-            w: (base + FC_RT_WEIGHTS) as u64,
-            group: G,
-            narrow: 0,
-            wide_total: 0,
-        };
         tables.write_entry(below + rank, below, gbelow, e, t, w, below + count);
     }
     if t == 0 {
