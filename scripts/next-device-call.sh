@@ -107,6 +107,17 @@ landed_tables() {
   run test-smoke 60 /tmp/b1/test-smoke --test-threads=2
   run test-w4a4 90 /tmp/b1/test-w4a4 --test-threads=2
 }
+# An experimental build (`cargo xtask exp-ptx decode-NAME ...`) against
+# the bundle's own PTX: both through the JIT, then every output of the two
+# compared bit for bit (`moe4 compare-ptx`). Sets X, the prefix that runs a
+# command on it.  exp_compare NAME COMPARE_TIMEOUT
+exp_compare() {
+  gunzip -c "$C/exp/decode-$1.ptx.gz" > "/tmp/$1.ptx"
+  X="env MOE4_PTX_FILE=/tmp/$1.ptx"
+  run info-own 90 /tmp/b1/moe4 info
+  run "info-$1" 90 $X /tmp/b1/moe4 info
+  run "compare-$1" "$2" /tmp/b1/moe4 compare-ptx "/tmp/$1.ptx"
+}
 for PART in $(echo "${PART:-3}" | tr , ' '); do
 if [ "$PART" = 4 ]; then
   # Issue 5: what bounds the prefill k-loops (n128 and n256 alike): each
@@ -734,11 +745,7 @@ elif [ "$PART" = 59 ]; then
   # exp-ptx decode-rtw ""` from 6afb702's kernels plus the change).
   # Predicted: Qwen3 M = 1-4 -1 to -2 %, GPT-OSS M = 1 -0.5 to -1 %, the
   # routing-kernel points unchanged; every output equal bit for bit.
-  gunzip -c "$C/exp/decode-rtw.ptx.gz" > /tmp/rtw.ptx
-  X="env MOE4_PTX_FILE=/tmp/rtw.ptx"
-  run info-own 90 /tmp/b1/moe4 info
-  run info-rtw 90 $X /tmp/b1/moe4 info
-  run compare-rtw 60 /tmp/b1/moe4 compare-ptx /tmp/rtw.ptx
+  exp_compare rtw 60
   DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3
   for r in 1 2 3; do
     run ab-own-r$r 30 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4
@@ -775,11 +782,8 @@ elif [ "$PART" = 57 ]; then
   # V4-Flash M = 1, GPT-OSS M = 2-8, Qwen3 M = 8): -1 to -1.5 us per call
   # (DeepSeek-V3 M = 1 -1.5 to -2 %, GPT-OSS M = 2 -2 to -3 %, Qwen3 M = 8
   # -2 %); elsewhere unchanged; every output equal bit for bit.
-  gunzip -c "$C/exp/decode-rw.ptx.gz" > /tmp/rw.ptx
-  X="env MOE4_PTX_FILE=/tmp/rw.ptx"
   landed_checks
-  run info-rw 90 $X /tmp/b1/moe4 info
-  run compare-rw 200 /tmp/b1/moe4 compare-ptx /tmp/rw.ptx
+  exp_compare rw 200
   run test-decode-rw 200 $X /tmp/b1/test-decode --test-threads=2
   run test-limits-rw 60 $X /tmp/b1/test-limits --test-threads=2
   run memcheck-decode-rw 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
@@ -798,11 +802,7 @@ elif [ "$PART" = 56 ]; then
   # output, 1.5 us at Qwen3 M = 1. Predicted: -0.5 to -0.7 us per call at
   # every decode M (Qwen3 M = 1 -3 to -4 %, GPT-OSS M = 1 -2 %, the large
   # shapes < 1 %); every output equal bit for bit (`compare-ptx`).
-  gunzip -c "$C/exp/decode-cids.ptx.gz" > /tmp/cids.ptx
-  X="env MOE4_PTX_FILE=/tmp/cids.ptx"
-  run info-own 90 /tmp/b1/moe4 info
-  run info-cids 90 $X /tmp/b1/moe4 info
-  run compare-cids 200 /tmp/b1/moe4 compare-ptx /tmp/cids.ptx
+  exp_compare cids 200
   run test-decode-cids 200 $X /tmp/b1/test-decode --test-threads=2
   run memcheck-decode-cids 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run racecheck-decode-cids 60 $X "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
