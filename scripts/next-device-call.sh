@@ -52,11 +52,12 @@
 # its wait, `cids`; run 137, landed), PART=57 (the landed `cids`; the
 # routing kernel in one warp up to 64 pairs, `rw`; run 138), PART=58 (the
 # landed `route_warp`, up to 16 pairs, against a2a081f; run 139), PART=55
-# again (run 140), PART=59 (the in-block routing in one warp, `rtw`).
-# Next: PART=28 again after `cargo xtask exp-ptx decode-nbar nbar` with an
-# `info-own` step first (docs/perf-notes.md, eleventh session: how to land
-# it), and PART=3 on an H200 (its last tables are run 109's, before
-# 7847d45's rules).
+# again (run 140), PART=59 (the in-block routing in one warp, `rtw`; run
+# 141, landed in b7cb769).
+# Next: PART=3 on b7cb769 or later (its test-prefill, test-limits, smoke
+# and the new 20-pair sanitizer check have not run on that PTX; the README
+# tables predate `rtw`), on an H200 when one comes (the H200 tables are
+# run 109's).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
