@@ -15,8 +15,9 @@
 //!
 //! One block does all three for every pair (`moe_route`: the decode sizes,
 //! one launch); up to 16 pairs its first warp alone does them, by shuffles
-//! instead of shared memory and barriers (`route_warp`). For large batches one block is the layer's bottleneck
-//! (65 536 pairs took ~230 µs), so the multi-block form splits the pairs
+//! instead of shared memory and barriers (`route_warp`). For large batches
+//! one block is the layer's bottleneck (65 536 pairs took ~230 µs), so the
+//! multi-block form splits the pairs
 //! into blocks of `chunk`: `moe_route_count` writes each block's per-expert
 //! counts to `hist`; `moe_route_scan` (one block) turns them into each
 //! block's first slot per expert (blocks in order) and does step 2;
@@ -120,7 +121,9 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
 /// pairs per lane, up to 64): -0.5 to -2.3 % at 2-8 pairs (DeepSeek-V3,
 /// V4-Flash, Mixtral M = 1, GPT-OSS M = 2), about even at 16, and slower
 /// from 32 (+0.2 to +0.8 %) to 64 pairs (+0.8 to +6 %, Qwen3 M = 8), where
-/// the block form's many threads win over one warp's passes.
+/// the block form's many threads win over one warp's passes. Run 139 (this
+/// form): -0.6 to -3.1 % at 2-16 pairs (V4-Flash M = 1 -3.1 %, GPT-OSS
+/// M = 2 -2.6 %, DeepSeek-V3 M = 1 -1.7 %).
 const ROUTE_WARP_MAX_PAIRS: u32 = 16;
 
 /// One pair per lane of a warp (lane `i` holds pair `i`, expert `e`, NONE
