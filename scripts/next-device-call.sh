@@ -54,6 +54,9 @@
 # landed `route_warp`, up to 16 pairs, against a2a081f; run 139), PART=55
 # again (run 140), PART=59 (the in-block routing in one warp, `rtw`; run
 # 141, landed in b7cb769).
+# Twenty-first: PART=3,60 (the final state on b7cb769's bundle; where
+# Qwen3 M = 1 goes: stages, FC1's grid, ncu; run 142), PART=61 (`xz`:
+# empty columns zeroed by st.shared; FC1 on 2 blocks per SM).
 # Next: PART=3 on b7cb769 or later (its test-prefill, test-limits, smoke
 # and the new 20-pair sanitizer check have not run on that PTX; the README
 # tables predate `rtw`), on an H200 when one comes (the H200 tables are
@@ -137,6 +140,57 @@ elif [ "$PART" = 3 ]; then
   # sanitizers, the prefill and decode benches, all on the bundle's own PTX.
   landed_checks
   landed_tables
+elif [ "$PART" = 61 ]; then
+  # Twenty-first session, issue 3: `xz` (cargo xtask exp-ptx decode-xz ""
+  # on a work tree whose decode FC kernels give an empty column's
+  # activations their zeros by `st.shared` instead of `cp.async`'s
+  # ignore-src form). Why: run 142's Nsight Compute counted L2 read
+  # sectors at ~2x the weights' in FC1 and FC2 at Qwen3 M = 1, as if each
+  # empty column's 128 bytes per chunk were read: 7 of 8 columns there,
+  # all on one x row's 32 lines. Predicted: every output equal bit for
+  # bit; Qwen3 / GPT-OSS M = 1-2 -3 to -15 % if those hot lines bound the
+  # streaming, 0 to -2 % if not; M = 64 within 1 %. Then FC1 on 2 blocks
+  # per SM (run 142: FC1 alone 10.9 against 11.8 us at Qwen3 M = 1) in the
+  # whole layer; Nsight Compute of both builds' FC1 with the L2 slices'
+  # max and mean.
+  exp_compare xz 200
+  run test-decode-xz 200 $X /tmp/b1/test-decode --test-threads=2
+  run memcheck-xz 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-xz 90 $X "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
+  for r in 1 2 3; do
+    run ab-own-r$r 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+    run ab-xz-r$r 60 $X /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+    run ab-b264-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash --m 1,2,4 --tuning fc1_blocks=264
+  done
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.max,lts__t_sectors_srcunit_tex_op_read.avg,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
+  run ncu-own 60 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  run ncu-xz 60 $X "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  run ncu-floor 60 "$N" --clock-control none -k "regex:moe4_read_floor" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+elif [ "$PART" = 60 ]; then
+  # Twenty-first session, issue 3: where Qwen3-30B-A3B's M = 1 goes (H100
+  # run 140: FC1 streams 14 MB from 1.4 to 8.5-9.5 us after its wait,
+  # ~1.8 TB/s, where the floor kernel reads at ~3). The stages alone by
+  # `launches` (FC1; FC1 + FC2; the layer), FC1's grid swept with the full
+  # and the loads-only kernels (FC1 alone), then Nsight Compute of FC1 and
+  # FC2 (memory tables: DRAM, L2 hit rate, L1 requests; warp states).
+  Q=Qwen3-30B-A3B
+  for r in 1 2; do
+    for l in 2 3 4; do run ab-l$l-r$r 30 /tmp/b1/moe4 bench decode --shape $Q,GPT-OSS-120B --m 1,2 --tuning launches=$l; done
+    for b in 132 264 396 528 660; do
+      run ab-fc1b$b-r$r 30 /tmp/b1/moe4 bench decode --shape $Q --m 1,2 --tuning launches=2,fc1_blocks=$b
+      run ab-fc1b$b-ld-r$r 30 /tmp/b1/moe4 bench decode --shape $Q --m 1,2 --tuning launches=2,fc1_blocks=$b,load_only=true
+    done
+  done
+  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  run ncu-q1 120 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
+    --section SchedulerStats --section Occupancy --section LaunchStats \
+    --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum,lts__t_sectors_srcunit_tex_op_read.sum \
+    -f -o /tmp/prof-q1 /tmp/b1/moe4 bench decode --shape $Q --m 1
+  run ncu-q1-details 60 "$N" -i /tmp/prof-q1.ncu-rep --page details --print-details all
+  cp /tmp/prof-q1.ncu-rep "$OUT/" 2>/dev/null
 elif [ "$PART" = 0 ]; then
   # Issue 5: the 128-row x 256-pair wgmma prefill kernels (n256 build):
   # the instruction, the layer against the reference, then the prefill
