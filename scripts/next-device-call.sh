@@ -116,7 +116,7 @@ landed_tables() {
 # compared bit for bit (`moe4 compare-ptx`). Sets X, the prefix that runs a
 # command on it.  exp_compare NAME COMPARE_TIMEOUT
 exp_compare() {
-  gunzip -c "$C/exp/decode-$1.ptx.gz" > "/tmp/$1.ptx"
+  if [ -f "$C/exp/decode-$1.ptx.xz" ]; then xz -dc "$C/exp/decode-$1.ptx.xz"; else gunzip -c "$C/exp/decode-$1.ptx.gz"; fi > "/tmp/$1.ptx"
   X="env MOE4_PTX_FILE=/tmp/$1.ptx"
   run info-own 90 /tmp/b1/moe4 info
   run "info-$1" 90 $X /tmp/b1/moe4 info
@@ -144,30 +144,42 @@ elif [ "$PART" = 61 ]; then
   # Twenty-first session, issue 3: `xz` (cargo xtask exp-ptx decode-xz ""
   # on a work tree whose decode FC kernels give an empty column's
   # activations their zeros by `st.shared` instead of `cp.async`'s
-  # ignore-src form). Why: run 142's Nsight Compute counted L2 read
-  # sectors at ~2x the weights' in FC1 and FC2 at Qwen3 M = 1, as if each
-  # empty column's 128 bytes per chunk were read: 7 of 8 columns there,
-  # all on one x row's 32 lines. Predicted: every output equal bit for
-  # bit; Qwen3 / GPT-OSS M = 1-2 -3 to -15 % if those hot lines bound the
-  # streaming, 0 to -2 % if not; M = 64 within 1 %. Then FC1 on 2 blocks
-  # per SM (run 142: FC1 alone 10.9 against 11.8 us at Qwen3 M = 1) in the
-  # whole layer; Nsight Compute of both builds' FC1 with the L2 slices'
-  # max and mean.
-  exp_compare xz 200
-  run test-decode-xz 200 $X /tmp/b1/test-decode --test-threads=2
-  run memcheck-xz 60 $X "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  run racecheck-xz 90 $X "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  # ignore-src form) and `land` (the sm_90a PTX of branch `land`: `xz`
+  # plus `pair_of`, the in-block routing's refactor). Why: run 142's
+  # Nsight Compute counted L2 read sectors at ~2x the weights' in FC1 and
+  # FC2 at Qwen3 M = 1, as if each empty column's 128 bytes per chunk were
+  # read: 7 of 8 columns there, all on one x row's 32 lines. Predicted:
+  # every output equal bit for bit; Qwen3 / GPT-OSS M = 1-2 -3 to -15 % if
+  # those hot lines bound the streaming, 0 to -2 % if not; M = 64 within
+  # 1 %; `land` as `xz`. Then FC1 on 2 blocks per SM (run 142: FC1 alone
+  # 10.9 against 11.8 us at Qwen3 M = 1) in the whole layer; Nsight
+  # Compute of FC1 and FC2 (own, xz) and of the floor, with the L2
+  # slices' max and mean.
+  exp_compare xz 60
+  XZ="$X"
+  exp_compare land 60
+  L="$X"
+  run test-decode-land 200 $L /tmp/b1/test-decode --test-threads=2
+  run memcheck-land 60 $L "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-land 90 $L "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
   for r in 1 2 3; do
     run ab-own-r$r 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-    run ab-xz-r$r 60 $X /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+    run ab-xz-r$r 60 $XZ /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+    run ab-land-r$r 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
     run ab-b264-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash --m 1,2,4 --tuning fc1_blocks=264
   done
   N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.max,lts__t_sectors_srcunit_tex_op_read.avg,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
   run ncu-own 60 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
-  run ncu-xz 60 $X "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  run ncu-xz 60 $XZ "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   run ncu-floor 60 "$N" --clock-control none -k "regex:moe4_read_floor" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  # On an H200 (issue 3's and 5's cards; its tables are run 109's), the
+  # landed state's tables and checks where time is left.
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    landed_tables
+    landed_checks
+  fi
 elif [ "$PART" = 60 ]; then
   # Twenty-first session, issue 3: where Qwen3-30B-A3B's M = 1 goes (H100
   # run 140: FC1 streams 14 MB from 1.4 to 8.5-9.5 us after its wait,
