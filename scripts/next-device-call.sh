@@ -158,13 +158,19 @@ elif [ "$PART" = 61 ]; then
   # the twenty-first session had ~450 s for this call.)
   exp_compare land 60
   L="$X"
-  run test-decode-land 200 $L /tmp/b1/test-decode --test-threads=2
-  run memcheck-land 60 $L "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  run racecheck-land 90 $L "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  # In order of value (the call may be cut short): the A/B, the tests,
+  # the sanitizers, the grid rule, then Nsight Compute.
   DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
-  for r in 1 2 3; do
+  for r in 1 2; do
     run ab-own-r$r 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
     run ab-land-r$r 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+  done
+  run test-decode-land 160 $L /tmp/b1/test-decode --test-threads=2
+  run memcheck-land 40 $L "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run racecheck-land 40 $L "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  run ab-own-r3 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+  run ab-land-r3 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+  for r in 1 2; do
     run ab-b264-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash --m 1,2,4 --tuning fc1_blocks=264
   done
   N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
