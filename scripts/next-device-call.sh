@@ -55,8 +55,11 @@
 # again (run 140), PART=59 (the in-block routing in one warp, `rtw`; run
 # 141, landed in b7cb769).
 # Twenty-first: PART=3,60 (the final state on b7cb769's bundle; where
-# Qwen3 M = 1 goes: stages, FC1's grid, ncu; run 142), PART=61 (`xz`:
-# empty columns zeroed by st.shared; FC1 on 2 blocks per SM).
+# Qwen3 M = 1 goes: stages, FC1's grid, ncu; run 142), PART=61 (branch
+# `land` = pair_of + `xz`, and `xs`, `xw`: the empty activation columns;
+# FC1 on 2 blocks per SM). No device came for PART=61 in that session.
+# NEXT CALL: OUT=$OUT PART=61 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# bundle of 8e9e088 = main's kernels, exp/decode-{land,xs,xw}.ptx.xz).
 # Next: PART=3 on b7cb769 or later (its test-prefill, test-limits, smoke
 # and the new 20-pair sanitizer check have not run on that PTX; the README
 # tables predate `rtw`), on an H200 when one comes (the H200 tables are
@@ -158,18 +161,33 @@ elif [ "$PART" = 61 ]; then
   # the twenty-first session had ~450 s for this call.)
   exp_compare land 60
   L="$X"
+  # `xs` (cargo xtask exp-ptx decode-xs xs on branch `land`): the empty
+  # columns' lanes copy and store nothing. `cargo xtask sass`, chunk loop
+  # of `moe_fc2_bf16_nt4_r64`: own 419 instructions (11 LDS), `land` 469
+  # (35 LDS, 8 STS: ptxas reloads what the stores might alias), `xs` 443
+  # (23 LDS); FC1 `_rt` (pair_of too): 234 / 248 / 240.
+  if [ -f "$C/exp/decode-xs.ptx.xz" ]; then exp_compare xs 60; XS="$X"; fi
+  # `xw` (exp-ptx decode-xw xw on `land`): an empty column reads its
+  # chunk's line of scales instead (the reads stay, spread over the
+  # weights' lines: no hot x lines, no extra instructions). Against `xs`
+  # it tells the L2 traffic from the hot lines.
+  if [ -f "$C/exp/decode-xw.ptx.xz" ]; then exp_compare xw 60; XW="$X"; fi
   # In order of value (the call may be cut short): the A/B, the tests,
   # the sanitizers, the grid rule, then Nsight Compute.
   DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
   for r in 1 2; do
     run ab-own-r$r 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
     run ab-land-r$r 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+    [ -n "$XS" ] && run ab-xs-r$r 60 $XS /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+    [ -n "$XW" ] && run ab-xw-r$r 60 $XW /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
   done
   run test-decode-land 160 $L /tmp/b1/test-decode --test-threads=2
   run memcheck-land 40 $L "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run racecheck-land 40 $L "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run ab-own-r3 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
   run ab-land-r3 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+  [ -n "$XS" ] && run ab-xs-r3 60 $XS /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+  [ -n "$XW" ] && run ab-xw-r3 60 $XW /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
   for r in 1 2; do
     run ab-b264-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash --m 1,2,4 --tuning fc1_blocks=264
   done
@@ -177,6 +195,8 @@ elif [ "$PART" = 61 ]; then
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.max,lts__t_sectors_srcunit_tex_op_read.avg,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
   run ncu-own 60 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   run ncu-land 60 $L "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  [ -n "$XS" ] && run ncu-xs 60 $XS "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  [ -n "$XW" ] && run ncu-xw 60 $XW "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   run ncu-floor 60 "$N" --clock-control none -k "regex:moe4_read_floor" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   # On an H200 (issue 3's and 5's cards; its tables are run 109's), the
   # landed state's tables and checks where time is left.
