@@ -60,10 +60,6 @@
 # FC1 on 2 blocks per SM). No device came for PART=61 in that session.
 # NEXT CALL: OUT=$OUT PART=61 LIMIT=560 bash .gpu/run.sh (carry .gpu:
 # bundle of 8e9e088 = main's kernels, exp/decode-{land,xs,xw}.ptx.xz).
-# Next: PART=3 on b7cb769 or later (its test-prefill, test-limits, smoke
-# and the new 20-pair sanitizer check have not run on that PTX; the README
-# tables predate `rtw`), on an H200 when one comes (the H200 tables are
-# run 109's).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -98,7 +94,8 @@ N="env MOE4_PTX_FILE=/tmp/n256.ptx"
 # The bundle's tests and sanitizers (PART=3, 53), and its prefill and
 # decode tables (PART=3, 53), on its own PTX.
 landed_checks() {
-  run info-own 90 /tmp/b1/moe4 info
+  [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
+  OWN_JIT=1
   run smoke 60 /tmp/b1/moe4 smoke
   run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
   run test-decode 200 /tmp/b1/test-decode --test-threads=2
@@ -117,14 +114,18 @@ landed_tables() {
 # An experimental build (`cargo xtask exp-ptx decode-NAME ...`) against
 # the bundle's own PTX: both through the JIT, then every output of the two
 # compared bit for bit (`moe4 compare-ptx`). Sets X, the prefix that runs a
-# command on it.  exp_compare NAME COMPARE_TIMEOUT
+# command on it. The bundle's own PTX goes through the JIT once per call.
+#   exp_compare NAME COMPARE_TIMEOUT
 exp_compare() {
   if [ -f "$C/exp/decode-$1.ptx.xz" ]; then xz -dc "$C/exp/decode-$1.ptx.xz"; else gunzip -c "$C/exp/decode-$1.ptx.gz"; fi > "/tmp/$1.ptx"
   X="env MOE4_PTX_FILE=/tmp/$1.ptx"
-  run info-own 90 /tmp/b1/moe4 info
+  [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
+  OWN_JIT=1
   run "info-$1" 90 $X /tmp/b1/moe4 info
   run "compare-$1" "$2" /tmp/b1/moe4 compare-ptx "/tmp/$1.ptx"
 }
+# True on an H200 (issues 3 and 5 name its figures).
+on_h200() { nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; }
 for PART in $(echo "${PART:-3}" | tr , ' '); do
 if [ "$PART" = 4 ]; then
   # Issue 5: what bounds the prefill k-loops (n128 and n256 alike): each
@@ -144,63 +145,58 @@ elif [ "$PART" = 3 ]; then
   landed_checks
   landed_tables
 elif [ "$PART" = 61 ]; then
-  # Twenty-first session, issue 3: `xz` (cargo xtask exp-ptx decode-xz ""
-  # on a work tree whose decode FC kernels give an empty column's
-  # activations their zeros by `st.shared` instead of `cp.async`'s
-  # ignore-src form) and `land` (the sm_90a PTX of branch `land`: `xz`
-  # plus `pair_of`, the in-block routing's refactor). Why: run 142's
+  # Twenty-first session, issue 3: `land` (the sm_90a PTX of branch
+  # `land`: `pair_of`, the in-block routing's refactor, and `xz`, whose
+  # decode FC kernels give an empty column's activations their zeros by
+  # `st.shared` instead of `cp.async`'s ignore-src form). Why: run 142's
   # Nsight Compute counted L2 read sectors at ~2x the weights' in FC1 and
   # FC2 at Qwen3 M = 1, as if each empty column's 128 bytes per chunk were
   # read: 7 of 8 columns there, all on one x row's 32 lines. Predicted:
   # every output equal bit for bit; Qwen3 / GPT-OSS M = 1-2 -3 to -15 % if
   # those hot lines bound the streaming, 0 to -2 % if not; M = 64 within
-  # 1 %; `land` as `xz`. Then FC1 on 2 blocks per SM (run 142: FC1 alone
+  # 1 %. Then FC1 on 2 blocks per SM (run 142: FC1 alone
   # 10.9 against 11.8 us at Qwen3 M = 1) in the whole layer; Nsight
-  # Compute of FC1 and FC2 (own, land) and of the floor, with the L2
-  # slices' max and mean. (`xz` alone only where the device time allows:
-  # the twenty-first session had ~450 s for this call.)
+  # Compute of FC1 and FC2 (each build) and of the floor, with the L2
+  # slices' max and mean.
+  # Each build by name and the prefix that runs a command on it.
+  declare -A P=([own]="")
   exp_compare land 60
-  L="$X"
+  P[land]="$X"
+  B="own land"
   # `xs` (cargo xtask exp-ptx decode-xs xs on branch `land`): the empty
   # columns' lanes copy and store nothing. `cargo xtask sass`, chunk loop
   # of `moe_fc2_bf16_nt4_r64`: own 419 instructions (11 LDS), `land` 469
   # (35 LDS, 8 STS: ptxas reloads what the stores might alias), `xs` 443
   # (23 LDS); FC1 `_rt` (pair_of too): 234 / 248 / 240.
-  if [ -f "$C/exp/decode-xs.ptx.xz" ]; then exp_compare xs 60; XS="$X"; fi
   # `xw` (exp-ptx decode-xw xw on `land`): an empty column reads its
   # chunk's line of scales instead (the reads stay, spread over the
   # weights' lines: no hot x lines, no extra instructions). Against `xs`
   # it tells the L2 traffic from the hot lines.
-  if [ -f "$C/exp/decode-xw.ptx.xz" ]; then exp_compare xw 60; XW="$X"; fi
+  for x in xs xw; do
+    if [ -f "$C/exp/decode-$x.ptx.xz" ]; then exp_compare $x 60; P[$x]="$X"; B="$B $x"; fi
+  done
   # In order of value (the call may be cut short): the A/B, the tests,
   # the sanitizers, the grid rule, then Nsight Compute.
   DS=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,DeepSeek-V3,Mixtral-8x7B
-  for r in 1 2; do
-    run ab-own-r$r 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-    run ab-land-r$r 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-    [ -n "$XS" ] && run ab-xs-r$r 60 $XS /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-    [ -n "$XW" ] && run ab-xw-r$r 60 $XW /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-  done
+  ab_round() { for b in $B; do run ab-$b-r$1 60 ${P[$b]} /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64; done; }
+  ab_round 1
+  ab_round 2
+  L="${P[land]}"
   run test-decode-land 160 $L /tmp/b1/test-decode --test-threads=2
   run memcheck-land 40 $L "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   run racecheck-land 40 $L "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
-  run ab-own-r3 60 /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-  run ab-land-r3 60 $L /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-  [ -n "$XS" ] && run ab-xs-r3 60 $XS /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
-  [ -n "$XW" ] && run ab-xw-r3 60 $XW /tmp/b1/moe4 bench decode --shape $DS --m 1,2,4,16,64
+  ab_round 3
   for r in 1 2; do
     run ab-b264-r$r 30 /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash --m 1,2,4 --tuning fc1_blocks=264
   done
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.max,lts__t_sectors_srcunit_tex_op_read.avg,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
-  run ncu-own 60 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
-  run ncu-land 60 $L "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
-  [ -n "$XS" ] && run ncu-xs 60 $XS "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
-  [ -n "$XW" ] && run ncu-xw 60 $XW "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
-  run ncu-floor 60 "$N" --clock-control none -k "regex:moe4_read_floor" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  for b in $B; do
+    run ncu-$b 60 ${P[$b]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  done
+  run ncu-floor 60 "$NCU" --clock-control none -k "regex:moe4_read_floor" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   # On an H200 (issue 3's and 5's cards; its tables are run 109's), the
   # landed state's tables and checks where time is left.
-  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  if on_h200; then
     landed_tables
     landed_checks
   fi
@@ -219,13 +215,12 @@ elif [ "$PART" = 60 ]; then
       run ab-fc1b$b-ld-r$r 30 /tmp/b1/moe4 bench decode --shape $Q --m 1,2 --tuning launches=2,fc1_blocks=$b,load_only=true
     done
   done
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  run ncu-q1 120 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SpeedOfLight \
+  run ncu-q1 120 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SpeedOfLight \
     --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
     --section SchedulerStats --section Occupancy --section LaunchStats \
     --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum,lts__t_sectors_srcunit_tex_op_read.sum \
     -f -o /tmp/prof-q1 /tmp/b1/moe4 bench decode --shape $Q --m 1
-  run ncu-q1-details 60 "$N" -i /tmp/prof-q1.ncu-rep --page details --print-details all
+  run ncu-q1-details 60 "$NCU" -i /tmp/prof-q1.ncu-rep --page details --print-details all
   cp /tmp/prof-q1.ncu-rep "$OUT/" 2>/dev/null
 elif [ "$PART" = 0 ]; then
   # Issue 5: the 128-row x 256-pair wgmma prefill kernels (n256 build):
@@ -459,11 +454,10 @@ elif [ "$PART" = 18 ]; then
   # Issue 5: Nsight Compute on one FC1 and one FC2 launch of the n256
   # kernels (Qwen3-30B-A3B, M = 8192): the tensor pipe's and shared
   # memory's utilization and the stall reasons, for the structural design.
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for fc in 1 2; do
-    run ncu-fc$fc 200 "$N" --clock-control none -k "regex:moe_pfw${fc}_bf16_(n256|mix256)" -c 1 --set full \
+    run ncu-fc$fc 200 "$NCU" --clock-control none -k "regex:moe_pfw${fc}_bf16_(n256|mix256)" -c 1 --set full \
       --import-source no -f -o /tmp/prof-fc$fc /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192
-    run ncu-fc$fc-details 60 "$N" -i /tmp/prof-fc$fc.ncu-rep --page details --print-details all
+    run ncu-fc$fc-details 60 "$NCU" -i /tmp/prof-fc$fc.ncu-rep --page details --print-details all
     cp /tmp/prof-fc$fc.ncu-rep "$OUT/" 2>/dev/null
   done
 elif [ "$PART" = 19 ]; then
@@ -502,12 +496,11 @@ elif [ "$PART" = 21 ]; then
   # table (stage columns, NT and row variants in one process), then Nsight
   # Compute on one FC1 and one FC2 launch of each point.
   run tune 150 /tmp/b1/moe4 bench tune --shape Qwen3-30B-A3B,Mixtral-8x7B,GPT-OSS-120B --m 1,8,64 --json "$OUT/tune.json"
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for pt in Mixtral-8x7B:64 Qwen3-30B-A3B:8 GPT-OSS-120B:2; do
     sh=${pt%%:*}; m=${pt##*:}
-    run ncu-$sh-$m 150 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --set full \
+    run ncu-$sh-$m 150 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --set full \
       --import-source no -f -o /tmp/prof-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
-    run ncu-$sh-$m-details 60 "$N" -i /tmp/prof-$sh-$m.ncu-rep --page details --print-details all
+    run ncu-$sh-$m-details 60 "$NCU" -i /tmp/prof-$sh-$m.ncu-rep --page details --print-details all
     cp /tmp/prof-$sh-$m.ncu-rep "$OUT/" 2>/dev/null
   done
 elif [ "$PART" = 22 ]; then
@@ -568,12 +561,11 @@ elif [ "$PART" = 27 ]; then
   # Issue 3: per-instruction stall samples (SASS, CSV) of the decode FC1
   # kernels run 107 profiled: Mixtral M = 64 (`nt4_r64`, 2 blocks per SM)
   # and GPT-OSS M = 2 (`nt1_w8_rt`, barrier stalls the top reason).
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for pt in Mixtral-8x7B:64 GPT-OSS-120B:2 Qwen3-30B-A3B:8; do
     sh=${pt%%:*}; m=${pt##*:}
-    run ncu-src-$sh-$m 120 "$N" --clock-control none -k "regex:moe_fc1_" -c 1 --section SourceCounters \
+    run ncu-src-$sh-$m 120 "$NCU" --clock-control none -k "regex:moe_fc1_" -c 1 --section SourceCounters \
       --section WarpStateStats --import-source no -f -o /tmp/src-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
-    "$N" -i /tmp/src-$sh-$m.ncu-rep --page source --print-source sass --csv > "$OUT/src-$sh-$m.csv" 2>&1
+    "$NCU" -i /tmp/src-$sh-$m.ncu-rep --page source --print-source sass --csv > "$OUT/src-$sh-$m.csv" 2>&1
     gzip -f "$OUT/src-$sh-$m.csv"
   done
 elif [ "$PART" = 28 ] || [ "$PART" = 29 ]; then
@@ -911,7 +903,7 @@ elif [ "$PART" = 55 ]; then
   # xtask exp-ptx decode-trace trace`; the last one is run 87's, before
   # fdiv, the routing rule, the few-pairs rules) at the small batches
   # where issue 3 is furthest from its target.
-  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  if on_h200; then
     landed_checks
     landed_tables
   fi
@@ -975,13 +967,12 @@ elif [ "$PART" = 52 ]; then
   run ab-cmaj-r3 40 $CM /tmp/b1/moe4 bench decode --shape $DS --m $DM
   run ab-slw6-r2 40 $SL /tmp/b1/moe4 bench decode --shape $DS --m $DM
   run tune 150 /tmp/b1/moe4 bench tune --shape $DS --m 1,4 --json "$OUT/tune.json"
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for pt in Mixtral-8x7B:1 DeepSeek-V3:1; do
     sh=${pt%%:*}; m=${pt##*:}
-    run ncu-$sh-$m 120 "$N" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SpeedOfLight \
+    run ncu-$sh-$m 120 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
       --section LaunchStats --section InstructionStats -f -o /tmp/prof-$sh-$m /tmp/b1/moe4 bench decode --shape $sh --m $m
-    run ncu-$sh-$m-details 60 "$N" -i /tmp/prof-$sh-$m.ncu-rep --page details --print-details all
+    run ncu-$sh-$m-details 60 "$NCU" -i /tmp/prof-$sh-$m.ncu-rep --page details --print-details all
     cp /tmp/prof-$sh-$m.ncu-rep "$OUT/" 2>/dev/null
   done
 elif [ "$PART" = 51 ]; then
@@ -1031,14 +1022,13 @@ elif [ "$PART" = 46 ]; then
   # Compute on one FC2 launch (Qwen3-30B-A3B, M = 8192) of the landed
   # `_mix256` and of `ewx`'s `_mix256_ew`: tensor pipe, warp states (the
   # epilogue warpgroup's barrier waits included), per-instruction stalls.
-  N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   SEC="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section SourceCounters"
-  run ncu-own 150 "$N" --clock-control none -k "regex:moe_pfw2_bf16_mix256$" -c 1 $SEC \
+  run ncu-own 150 "$NCU" --clock-control none -k "regex:moe_pfw2_bf16_mix256$" -c 1 $SEC \
     --import-source no -f -o /tmp/prof-own /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
-  run ncu-own-details 60 "$N" -i /tmp/prof-own.ncu-rep --page details --print-details all
-  run ncu-ewx 150 env MOE4_PTX_FILE=/tmp/pf-ewx.ptx "$N" --clock-control none -k "regex:moe_pfw2_bf16_mix256_ew" -c 1 $SEC \
+  run ncu-own-details 60 "$NCU" -i /tmp/prof-own.ncu-rep --page details --print-details all
+  run ncu-ewx 150 env MOE4_PTX_FILE=/tmp/pf-ewx.ptx "$NCU" --clock-control none -k "regex:moe_pfw2_bf16_mix256_ew" -c 1 $SEC \
     --import-source no -f -o /tmp/prof-ewx /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B --m 8192 --quick
-  run ncu-ewx-details 60 "$N" -i /tmp/prof-ewx.ncu-rep --page details --print-details all
+  run ncu-ewx-details 60 "$NCU" -i /tmp/prof-ewx.ncu-rep --page details --print-details all
   cp /tmp/prof-own.ncu-rep /tmp/prof-ewx.ncu-rep "$OUT/" 2>/dev/null
 elif [ "$PART" = 45 ]; then
   # Issue 5: `ewx` (cargo xtask exp-ptx pf-ewx ewg,ewx) = `ewg` (run 129:

@@ -5,7 +5,8 @@
 #                             $OUT/summary.txt; skipped (and said so) when
 #                             less than TIMEOUT/2 of the call's LIMIT
 #                             (default 560 s) is left.
-#   $SAN                      compute-sanitizer's path.
+#   $SAN, $NCU                compute-sanitizer's and Nsight Compute's
+#                             paths.
 # Bench steps named ab-<build>-r<round> make an A/B table with
 # scripts/ab-steps.py. Give a step that is the first to load a PTX on a
 # fresh machine >= 60 s: the driver's JIT takes 20-40 s.
@@ -25,4 +26,5 @@ run() {
   { echo "=== $n"; cat /tmp/step.log; } >> "$OUT/all.log"
 }
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv | tee -a "$S"
