@@ -58,8 +58,10 @@
 # Qwen3 M = 1 goes: stages, FC1's grid, ncu; run 142), PART=61 (branch
 # `land` = pair_of + `xz`, and `xs`, `xw`: the empty activation columns;
 # FC1 on 2 blocks per SM). No device came for PART=61 in that session.
-# NEXT CALL: OUT=$OUT PART=61 LIMIT=560 bash .gpu/run.sh (carry .gpu:
-# bundle of 8e9e088 = main's kernels, exp/decode-{land,xs,xw}.ptx.xz).
+# Twenty-second: PART=61 (run 143, H100: none faster, not landed).
+# NEXT CALL: OUT=$OUT PART=62 LIMIT=300 bash .gpu/run.sh (carry .gpu:
+# bundle of 8e9e088 = main's kernels): which instructions make the FC
+# kernels' extra L2 reads (SourceCounters).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -200,6 +202,24 @@ elif [ "$PART" = 61 ]; then
     landed_tables
     landed_checks
   fi
+elif [ "$PART" = 62 ]; then
+  # Twenty-second session, issue 3 (after run 143): run 143's Nsight
+  # Compute counted the same L2 read sectors (FC1 842K, FC2 422K at Qwen3
+  # M = 1) for own, `xz`, `xs` (no copy at all for empty columns) and
+  # `xw`: the ~32 extra sectors per chunk (all L2 hits; 25 requests per
+  # chunk where codes, scales and x make ~11) are not the empty columns.
+  # Which instructions make them: the SourceCounters section (excessive
+  # sectors per instruction), on the full kernels and the loads-only FC1,
+  # and the per-instruction table of the source page.
+  Q=Qwen3-30B-A3B
+  M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum,lts__t_sectors_srcunit_tex_op_write.sum"
+  run ncu-ld 60 "$NCU" --clock-control none -k "regex:moe_fc1_" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape $Q --m 1 --tuning launches=2,load_only=true
+  run ncu-full 60 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape $Q --m 1
+  run ncu-src 120 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
+    --import-source no -f -o /tmp/prof-src /tmp/b1/moe4 bench decode --shape $Q --m 1
+  run ncu-src-details 60 "$NCU" -i /tmp/prof-src.ncu-rep --page details --print-details all
+  run ncu-src-sass 60 sh -c "'$NCU' -i /tmp/prof-src.ncu-rep --page source --print-source sass --csv > '$OUT/ncu-src-sass.csv'; ls -la '$OUT'"
+  cp /tmp/prof-src.ncu-rep "$OUT/" 2>/dev/null
 elif [ "$PART" = 60 ]; then
   # Twenty-first session, issue 3: where Qwen3-30B-A3B's M = 1 goes (H100
   # run 140: FC1 streams 14 MB from 1.4 to 8.5-9.5 us after its wait,
