@@ -202,6 +202,26 @@ elif [ "$PART" = 61 ]; then
     landed_tables
     landed_checks
   fi
+elif [ "$PART" = 63 ]; then
+  # Twenty-second session, issue 3 (after run 144's SourceCounters): each
+  # decode FC kernel's codes copy (`cp.async.cg`, 16 bytes a lane, a warp's
+  # 512 bytes contiguous) asks L2 for 32 sectors where 16 hold the bytes
+  # (FC1 at Qwen3 M = 1: 786K of its 842K L2 read sectors are codes,
+  # twice their 393K), while the 4-byte `.ca` scale copies coalesce.
+  # `cca` (exp-ptx decode-cca cca, branch `cca`): the same copies `.ca`.
+  # Predicted: if `.ca` coalesces them, FC1's L2 read sectors ~450K; the
+  # time changes only if the doubled sector requests bound the stream
+  # (Qwen3 / GPT-OSS M = 1-4 faster), else within 1 %.
+  declare -A P=([own]="")
+  exp_compare cca 30
+  P[cca]="$X"
+  M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
+  for b in own cca; do
+    run ncu-$b 30 ${P[$b]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  done
+  for r in 1 2 3; do
+    for b in own cca; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 --m 1,2,4,16,64; done
+  done
 elif [ "$PART" = 62 ]; then
   # Twenty-second session, issue 3 (after run 143): run 143's Nsight
   # Compute counted the same L2 read sectors (FC1 842K, FC2 422K at Qwen3
@@ -213,12 +233,12 @@ elif [ "$PART" = 62 ]; then
   # and the per-instruction table of the source page.
   Q=Qwen3-30B-A3B
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum,lts__t_sectors_srcunit_tex_op_write.sum"
-  run ncu-ld 60 "$NCU" --clock-control none -k "regex:moe_fc1_" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape $Q --m 1 --tuning launches=2,load_only=true
-  run ncu-full 60 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape $Q --m 1
-  run ncu-src 120 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
+  run ncu-src 150 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
     --import-source no -f -o /tmp/prof-src /tmp/b1/moe4 bench decode --shape $Q --m 1
   run ncu-src-details 60 "$NCU" -i /tmp/prof-src.ncu-rep --page details --print-details all
   run ncu-src-sass 60 sh -c "'$NCU' -i /tmp/prof-src.ncu-rep --page source --print-source sass --csv > '$OUT/ncu-src-sass.csv'; ls -la '$OUT'"
+  run ncu-ld 60 "$NCU" --clock-control none -k "regex:moe_fc1_" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape $Q --m 1 --tuning launches=2,load_only=true
+  run ncu-full 60 "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape $Q --m 1
   cp /tmp/prof-src.ncu-rep "$OUT/" 2>/dev/null
 elif [ "$PART" = 60 ]; then
   # Twenty-first session, issue 3: where Qwen3-30B-A3B's M = 1 goes (H100

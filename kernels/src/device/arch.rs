@@ -289,6 +289,11 @@ pub unsafe fn atomic_add_shared(a: u32, v: u32) -> u32 {
 pub unsafe fn cp_async16(dst: u32, src: u64) {
     asm!("cp.async.cg.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
 }
+/// `cp.async` of 16 bytes global -> shared through L1 (`.ca`).
+#[inline(always)]
+pub unsafe fn cp_async16_ca(dst: u32, src: u64) {
+    asm!("cp.async.ca.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src, options(nostack));
+}
 /// Adds `v` to the word at `p` with release semantics at GPU scope
 /// (`red.release.gpu`): this thread's earlier writes, and those of the
 /// threads it has synchronized with (e.g. its warp's, through

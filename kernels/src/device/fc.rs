@@ -560,8 +560,20 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         unroll!(MT / 2, |s| {
             let chunk = s as u64 * plan.nchunks as u64 + c;
             let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
-            cp_async16(dst + 1024 * s as u32, code);
-            cp_async16(dst + 1024 * s as u32 + 512, code + 512);
+            // `cca` (experiment): the codes through L1 (`.ca`). Run 143's
+            // Nsight Compute: the `.cg` copies of a warp's contiguous 512
+            // bytes ask L2 for 32 sectors, not 16 (each lane's 16 bytes a
+            // sector of its own); the 4-byte `.ca` scale copies coalesce.
+            #[cfg(not(moe4_exp = "cca"))]
+            {
+                cp_async16(dst + 1024 * s as u32, code);
+                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
+            }
+            #[cfg(moe4_exp = "cca")]
+            {
+                cp_async16_ca(dst + 1024 * s as u32, code);
+                cp_async16_ca(dst + 1024 * s as u32 + 512, code + 512);
+            }
             cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
         });
     }
