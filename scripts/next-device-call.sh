@@ -58,10 +58,12 @@
 # Qwen3 M = 1 goes: stages, FC1's grid, ncu; run 142), PART=61 (branch
 # `land` = pair_of + `xz`, and `xs`, `xw`: the empty activation columns;
 # FC1 on 2 blocks per SM). No device came for PART=61 in that session.
-# Twenty-second: PART=61 (run 143, H100: none faster, not landed).
-# NEXT CALL: OUT=$OUT PART=62 LIMIT=300 bash .gpu/run.sh (carry .gpu:
-# bundle of 8e9e088 = main's kernels): which instructions make the FC
-# kernels' extra L2 reads (SourceCounters).
+# Twenty-second: PART=61 (run 143, H100: none faster, not landed),
+# PART=62 (SourceCounters: the codes' cp.async.cg copies ask L2 for each
+# sector twice; run 144, H100), PART=63 (`cca`) built, not run.
+# NEXT CALL: OUT=$OUT PART=63 LIMIT=300 bash .gpu/run.sh (carry .gpu:
+# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz built by
+# cargo xtask exp-ptx decode-cca cca, recompressed with xz -9).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
