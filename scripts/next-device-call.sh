@@ -60,10 +60,11 @@
 # FC1 on 2 blocks per SM). No device came for PART=61 in that session.
 # Twenty-second: PART=61 (run 143, H100: none faster, not landed),
 # PART=62 (SourceCounters: the codes' cp.async.cg copies ask L2 for each
-# sector twice; run 144, H100), PART=63 (`cca`) built, not run.
-# NEXT CALL: OUT=$OUT PART=63 LIMIT=300 bash .gpu/run.sh (carry .gpu:
-# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz built by
-# cargo xtask exp-ptx decode-cca cca, recompressed with xz -9).
+# sector twice; run 144, H100), PART=63 (`cca`, `cldg`) built, not run.
+# NEXT CALL: OUT=$OUT PART=63 LIMIT=400 bash .gpu/run.sh (carry .gpu:
+# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz and
+# exp/decode-cldg.ptx.xz built by cargo xtask exp-ptx decode-X X on
+# main / branch cldg, recompressed with xz -9).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -214,16 +215,34 @@ elif [ "$PART" = 63 ]; then
   # Predicted: if `.ca` coalesces them, FC1's L2 read sectors ~450K; the
   # time changes only if the doubled sector requests bound the stream
   # (Qwen3 / GPT-OSS M = 1-4 faster), else within 1 %.
+  # `cldg` (exp-ptx decode-cldg cldg, branch `cldg`): the `_rt` 4-warp
+  # kernels (Qwen3 M = 1-4, GPT-OSS M = 1) load a task's later chunks'
+  # codes with `ld.global` 16 bytes a lane (once per sector, as the floor)
+  # into registers S - 1 = 3 chunks ahead and store them into the slot
+  # just before the chunk is read. 118-122 registers against 80-84: 4
+  # resident blocks per SM instead of 6, so only M = 1 (3 per SM by the
+  # few-pairs rule) compares like for like; M = 2-4 run on fewer blocks.
   declare -A P=([own]="")
-  exp_compare cca 30
-  P[cca]="$X"
+  B=own
+  for x in cca cldg; do
+    if [ -f "$C/exp/decode-$x.ptx.xz" ]; then exp_compare $x 30; P[$x]="$X"; B="$B $x"; fi
+  done
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
-  for b in own cca; do
+  for b in $B; do
     run ncu-$b 30 ${P[$b]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   done
   for r in 1 2 3; do
-    for b in own cca; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 --m 1,2,4,16,64; done
+    for b in $B; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 --m 1,2,4,16,64; done
   done
+  # The loads-only FC1 (the `_ld_rt` kernel, which `cldg` changes too).
+  for b in $B; do
+    run ldonly-$b 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning launches=2,load_only=true
+  done
+  if [ -n "${P[cldg]+x}" ]; then
+    run test-decode-cldg 160 ${P[cldg]} /tmp/b1/test-decode --test-threads=2
+    run memcheck-cldg 40 ${P[cldg]} "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+    run racecheck-cldg 40 ${P[cldg]} "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  fi
 elif [ "$PART" = 62 ]; then
   # Twenty-second session, issue 3 (after run 143): run 143's Nsight
   # Compute counted the same L2 read sectors (FC1 842K, FC2 422K at Qwen3

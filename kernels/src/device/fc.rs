@@ -649,6 +649,58 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         }
         cp_async_commit();
     }
+
+    /// `cldg` (experiment): [`Self::refill`] for a chunk of the task the
+    /// consumer is in, with the codes loaded into registers (`codes`, one
+    /// layout task: `MT == 2`) by `ld.global` instead of copied by
+    /// `cp.async.cg` (run 144: those ask L2 for each sector twice); the
+    /// consumer stores them into the slot before it reads the chunk
+    /// ([`chunks_ldg`]). Scales and activations as in `refill`.
+    #[cfg(moe4_exp = "cldg")]
+    #[inline(always)]
+    unsafe fn refill_ldg<const FC1: bool, G: GroupWait>(
+        &mut self,
+        p: &FcParams,
+        plan: &Plan,
+        dst: u32,
+        dst_s: u32,
+        g: &mut G,
+        codes: &mut [[u32; 4]; 2],
+    ) {
+        if self.valid(plan) {
+            let c = self.c as u64;
+            let code = self.code + c * CHUNK_CODE_BYTES as u64;
+            codes[0] = ldg_v4_ordered(code);
+            codes[1] = ldg_v4_ordered(code + 512);
+            cp_async4(dst_s, self.scale + c * CHUNK_SCALE_BYTES as u64);
+            if G::ON && !FC1 && g.get() < GATE_ALL {
+                g.set(wait_ready::<RT>(p, g.ready(), g.get()));
+            }
+            unroll!(NT, |j| {
+                let (at, b) = (dst + slot_x(MT) + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
+                cp_async16_ca_or_zero(at, b, self.skip[j]);
+                cp_async16_ca_or_zero(at + 512, b + 16, self.skip[j]);
+            });
+            self.c += self.cstep;
+            #[cfg(not(moe4_exp = "w6"))]
+            let done = {
+                self.left -= 1;
+                self.left == 0
+            };
+            #[cfg(moe4_exp = "w6")]
+            let done = self.c >= plan.nchunks;
+            if done {
+                self.task = self.task.saturating_add(self.tstep);
+                let rec = self.next;
+                self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
+                self.point::<FC1>(p, plan, &rec);
+                if G::ON && !FC1 && self.valid(plan) && g.get() != GATE_ALL {
+                    g.set(plan.group(self.task));
+                }
+            }
+        }
+        cp_async_commit();
+    }
 }
 
 /// Copies a chunk's activations (`x`: [`Producer::x_src`]) into the slot
@@ -1035,6 +1087,20 @@ unsafe fn chunks<
     n_my: u32,
     g: &mut G,
 ) {
+    #[cfg(moe4_exp = "cldg")]
+    if RT && NT == 1 && MT == 2 && S == 4 {
+        chunks_ldg::<FC1, BF16, NT, MT, S, LD, RT, USED, G>(
+            p,
+            plan,
+            pf,
+            acc,
+            (dst, dst_s, slot_bytes),
+            (rd, wr),
+            n_my,
+            g,
+        );
+        return;
+    }
     let mut i = 0;
     while i < n_my {
         cp_async_wait_dyn(S - 2);
@@ -1043,6 +1109,64 @@ unsafe fn chunks<
         *wr = *rd;
         *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
         i += 1;
+    }
+}
+
+/// `cldg` (experiment): [`chunks`] with the codes of the task's own later
+/// chunks loaded into registers `S - 1` chunks ahead (`ld.global`, 16
+/// bytes a lane, which asks L2 once per sector) and stored into their slot
+/// just before the chunk is read; the task's first `S - 1` chunks, copied
+/// while the previous task ran (or by the prologue), came by `cp.async` as
+/// before. Chunk `i`'s registers are set `i % (S - 1)`: the loop is
+/// unrolled `S - 1` times so each set has fixed registers.
+#[cfg(moe4_exp = "cldg")]
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn chunks_ldg<
+    const FC1: bool,
+    const BF16: bool,
+    const NT: usize,
+    const MT: usize,
+    const S: u32,
+    const LD: bool,
+    const RT: bool,
+    const USED: usize,
+    G: GroupWait,
+>(
+    p: &FcParams,
+    plan: &Plan,
+    pf: &mut Producer<NT, MT, RT>,
+    acc: &mut Acc<NT, MT>,
+    (dst, dst_s, slot_bytes): (u32, u32, u32),
+    (rd, wr): (&mut u32, &mut u32),
+    n_my: u32,
+    g: &mut G,
+) {
+    let mut codes = [[[0u32; 4]; 2]; 3];
+    let mut i = 0;
+    while i < n_my {
+        unroll!((S - 1) as usize, |u| {
+            if i < n_my {
+                let u = u.min(2);
+                cp_async_wait_dyn(S - 2);
+                let (src, src_s) = (dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
+                // Chunk i's codes, loaded at chunk i - (S - 1) of this task.
+                if i >= S - 1 {
+                    sts_v4(src, codes[u][0]);
+                    sts_v4(src + 512, codes[u][1]);
+                }
+                let (w, w_s) = (dst + *wr * slot_bytes, dst_s + *wr * slot_bytes);
+                if i + S - 1 < n_my {
+                    pf.refill_ldg::<FC1, G>(p, plan, w, w_s, g, &mut codes[u]);
+                } else {
+                    pf.refill::<FC1, G>(p, plan, w, w_s, g);
+                }
+                compute::<BF16, NT, MT, LD, USED>(acc, src, src_s);
+                *wr = *rd;
+                *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
+                i += 1;
+            }
+        });
     }
 }
 
