@@ -655,7 +655,10 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     /// layout task: `MT == 2`) by `ld.global` instead of copied by
     /// `cp.async.cg` (run 144: those ask L2 for each sector twice); the
     /// consumer stores them into the slot before it reads the chunk
-    /// ([`chunks_ldg`]). Scales and activations as in `refill`.
+    /// ([`chunks_ldg`]). Scales and activations as in `refill`, through the
+    /// shared helpers ([`copy_x`], [`Self::advance`]) rather than
+    /// `refill`'s inlined copies of them (kept there for the measured
+    /// default build's code layout).
     #[cfg(moe4_exp = "cldg")]
     #[inline(always)]
     unsafe fn refill_ldg<const FC1: bool, G: GroupWait>(
@@ -676,27 +679,11 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             if G::ON && !FC1 && g.get() < GATE_ALL {
                 g.set(wait_ready::<RT>(p, g.ready(), g.get()));
             }
-            unroll!(NT, |j| {
-                let (at, b) = (dst + slot_x(MT) + 1024 * j as u32, self.b[j] + c * (2 * KCHUNK) as u64);
-                cp_async16_ca_or_zero(at, b, self.skip[j]);
-                cp_async16_ca_or_zero(at + 512, b + 16, self.skip[j]);
-            });
-            self.c += self.cstep;
-            #[cfg(not(moe4_exp = "w6"))]
-            let done = {
-                self.left -= 1;
-                self.left == 0
-            };
-            #[cfg(moe4_exp = "w6")]
-            let done = self.c >= plan.nchunks;
-            if done {
-                self.task = self.task.saturating_add(self.tstep);
-                let rec = self.next;
-                self.next = load_rec::<NT, RT>(p, plan, self.task.saturating_add(self.tstep));
-                self.point::<FC1>(p, plan, &rec);
-                if G::ON && !FC1 && self.valid(plan) && g.get() != GATE_ALL {
-                    g.set(plan.group(self.task));
-                }
+            copy_x::<NT, MT>(dst, self.x_src());
+            let task = self.task;
+            self.advance::<FC1>(p, plan);
+            if G::ON && !FC1 && self.task != task && self.valid(plan) && g.get() != GATE_ALL {
+                g.set(plan.group(self.task));
             }
         }
         cp_async_commit();
