@@ -61,10 +61,13 @@
 # Twenty-second: PART=61 (run 143, H100: none faster, not landed),
 # PART=62 (SourceCounters: the codes' cp.async.cg copies ask L2 for each
 # sector twice; run 144, H100), PART=63 (`cca`, `cldg`) built, not run.
-# NEXT CALL: OUT=$OUT PART=63 LIMIT=400 bash .gpu/run.sh (carry .gpu:
-# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz and
-# exp/decode-cldg.ptx.xz built by cargo xtask exp-ptx decode-X X on
-# main / branch cldg, recompressed with xz -9).
+# Twenty-third: PART=63 (run 145, H100: `cca` halves FC1's L2 sectors and
+# is bit-exact, not faster; `cldg` differs only by its grid, M = 1 +15 %),
+# PART=64 (the 4-warp grid at M = 2-8, with `cca`; on an H200 the landed
+# tables and checks).
+# NEXT CALL: OUT=$OUT PART=64 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz built by
+# cargo xtask exp-ptx decode-cca cca, recompressed with xz -9).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -201,6 +204,31 @@ elif [ "$PART" = 61 ]; then
   run ncu-floor 60 "$NCU" --clock-control none -k "regex:moe4_read_floor" -c 1 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   # On an H200 (issue 3's and 5's cards; its tables are run 109's), the
   # landed state's tables and checks where time is left.
+  if on_h200; then
+    landed_tables
+    landed_checks
+  fi
+elif [ "$PART" = 64 ]; then
+  # Twenty-third session, issue 3 (after run 145): at Qwen3 M = 2-4 three
+  # things were 3-4 % faster: `cldg` (M = 2 / 4, its `_rt` FC1 on 4 blocks
+  # per SM instead of 5), `cca` (M = 4, same grid) and FC1 on 264 blocks
+  # (run 143, M = 4). The host gives every resident block there (the
+  # few-pairs rule stops at 8 pairs). Timed on the bundle's own PTX: both
+  # FC kernels on 2 / 3 / 4 blocks per SM (`fc_blocks`, clamped to the
+  # resident count: the 8-warp kernels hold 3), FC1 alone on 3 / 4, and
+  # `cca` on the default grid and on 4 per SM; small and mid layers at
+  # M = 1-8. Predicted: if the grid is what `cldg` bought, `fc528` -2 to
+  # -4 % at Qwen3 M = 2-4 and the rule gains those sizes; M = 1 slower
+  # off 396 (runs 120-124).
+  declare -A P=([own]="")
+  B="own fc264 fc396 fc528 fc1b396 fc1b528"
+  declare -A TU=([own]="" [fc264]="--tuning fc_blocks=264" [fc396]="--tuning fc_blocks=396" [fc528]="--tuning fc_blocks=528" \
+    [fc1b396]="--tuning fc1_blocks=396" [fc1b528]="--tuning fc1_blocks=528" [cca]="" [cca528]="--tuning fc_blocks=528")
+  if [ -f "$C/exp/decode-cca.ptx.xz" ]; then exp_compare cca 30; P[cca]="$X"; P[cca528]="$X"; B="$B cca cca528"; fi
+  SH=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,Qwen1.5-MoE:2048:1408:60:4,OLMoE:2048:1024:64:8
+  for r in 1 2 3; do
+    for b in $B; do run ab-$b-r$r 30 ${P[$b]} /tmp/b1/moe4 bench decode --shape $SH --m 1,2,4,8 ${TU[$b]}; done
+  done
   if on_h200; then
     landed_tables
     landed_checks

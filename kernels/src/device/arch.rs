@@ -213,16 +213,6 @@ pub unsafe fn ldg_v4(p: u64) -> [u32; 4] {
         p = in(reg64) p, options(nostack, readonly, pure));
     [x, y, z, w]
 }
-/// 16-byte read-only load, not L1-allocating, kept where it is written
-/// (no `pure`: LLVM does not sink it to its first use).
-#[inline(always)]
-pub unsafe fn ldg_v4_ordered(p: u64) -> [u32; 4] {
-    let (x, y, z, w): (u32, u32, u32, u32);
-    asm!("ld.global.nc.L1::no_allocate.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
-        x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
-        p = in(reg64) p, options(nostack, readonly));
-    [x, y, z, w]
-}
 /// 4-byte read-only load.
 #[inline(always)]
 pub unsafe fn ldg_u32(p: u64) -> u32 {

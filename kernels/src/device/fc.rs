@@ -560,10 +560,12 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         unroll!(MT / 2, |s| {
             let chunk = s as u64 * plan.nchunks as u64 + c;
             let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
-            // `cca` (experiment): the codes through L1 (`.ca`). Run 143's
-            // Nsight Compute: the `.cg` copies of a warp's contiguous 512
-            // bytes ask L2 for 32 sectors, not 16 (each lane's 16 bytes a
-            // sector of its own); the 4-byte `.ca` scale copies coalesce.
+            // `cca` (experiment): the codes through L1 (`.ca`). The `.cg`
+            // copies of a warp's contiguous 512 bytes ask L2 for 32 sectors,
+            // not 16 (run 144); `.ca` asks for 16 (run 145: FC1's L2 read
+            // sectors at Qwen3 M = 1 842K -> 449K, the loads-only FC1 10 %
+            // faster), but the layer is not faster (Qwen3 M = 1 / 2 +3 /
+            // +5 %, M = 4 -3.6 %), so `.cg` stays.
             #[cfg(not(moe4_exp = "cca"))]
             {
                 cp_async16(dst + 1024 * s as u32, code);
@@ -645,45 +647,6 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
                 if G::ON && !FC1 && self.valid(plan) && g.get() != GATE_ALL {
                     g.set(plan.group(self.task));
                 }
-            }
-        }
-        cp_async_commit();
-    }
-
-    /// `cldg` (experiment): [`Self::refill`] for a chunk of the task the
-    /// consumer is in, with the codes loaded into registers (`codes`, one
-    /// layout task: `MT == 2`) by `ld.global` instead of copied by
-    /// `cp.async.cg` (run 144: those ask L2 for each sector twice); the
-    /// consumer stores them into the slot before it reads the chunk
-    /// ([`chunks_ldg`]). Scales and activations as in `refill`, through the
-    /// shared helpers ([`copy_x`], [`Self::advance`]) rather than
-    /// `refill`'s inlined copies of them (kept there for the measured
-    /// default build's code layout).
-    #[cfg(moe4_exp = "cldg")]
-    #[inline(always)]
-    unsafe fn refill_ldg<const FC1: bool, G: GroupWait>(
-        &mut self,
-        p: &FcParams,
-        plan: &Plan,
-        dst: u32,
-        dst_s: u32,
-        g: &mut G,
-        codes: &mut [[u32; 4]; 2],
-    ) {
-        if self.valid(plan) {
-            let c = self.c as u64;
-            let code = self.code + c * CHUNK_CODE_BYTES as u64;
-            codes[0] = ldg_v4_ordered(code);
-            codes[1] = ldg_v4_ordered(code + 512);
-            cp_async4(dst_s, self.scale + c * CHUNK_SCALE_BYTES as u64);
-            if G::ON && !FC1 && g.get() < GATE_ALL {
-                g.set(wait_ready::<RT>(p, g.ready(), g.get()));
-            }
-            copy_x::<NT, MT>(dst, self.x_src());
-            let task = self.task;
-            self.advance::<FC1>(p, plan);
-            if G::ON && !FC1 && self.task != task && self.valid(plan) && g.get() != GATE_ALL {
-                g.set(plan.group(self.task));
             }
         }
         cp_async_commit();
@@ -1074,20 +1037,6 @@ unsafe fn chunks<
     n_my: u32,
     g: &mut G,
 ) {
-    #[cfg(moe4_exp = "cldg")]
-    if RT && NT == 1 && MT == 2 && S == 4 {
-        chunks_ldg::<FC1, BF16, NT, MT, S, LD, RT, USED, G>(
-            p,
-            plan,
-            pf,
-            acc,
-            (dst, dst_s, slot_bytes),
-            (rd, wr),
-            n_my,
-            g,
-        );
-        return;
-    }
     let mut i = 0;
     while i < n_my {
         cp_async_wait_dyn(S - 2);
@@ -1096,64 +1045,6 @@ unsafe fn chunks<
         *wr = *rd;
         *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
         i += 1;
-    }
-}
-
-/// `cldg` (experiment): [`chunks`] with the codes of the task's own later
-/// chunks loaded into registers `S - 1` chunks ahead (`ld.global`, 16
-/// bytes a lane, which asks L2 once per sector) and stored into their slot
-/// just before the chunk is read; the task's first `S - 1` chunks, copied
-/// while the previous task ran (or by the prologue), came by `cp.async` as
-/// before. Chunk `i`'s registers are set `i % (S - 1)`: the loop is
-/// unrolled `S - 1` times so each set has fixed registers.
-#[cfg(moe4_exp = "cldg")]
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn chunks_ldg<
-    const FC1: bool,
-    const BF16: bool,
-    const NT: usize,
-    const MT: usize,
-    const S: u32,
-    const LD: bool,
-    const RT: bool,
-    const USED: usize,
-    G: GroupWait,
->(
-    p: &FcParams,
-    plan: &Plan,
-    pf: &mut Producer<NT, MT, RT>,
-    acc: &mut Acc<NT, MT>,
-    (dst, dst_s, slot_bytes): (u32, u32, u32),
-    (rd, wr): (&mut u32, &mut u32),
-    n_my: u32,
-    g: &mut G,
-) {
-    let mut codes = [[[0u32; 4]; 2]; 3];
-    let mut i = 0;
-    while i < n_my {
-        unroll!((S - 1) as usize, |u| {
-            if i < n_my {
-                let u = u.min(2);
-                cp_async_wait_dyn(S - 2);
-                let (src, src_s) = (dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
-                // Chunk i's codes, loaded at chunk i - (S - 1) of this task.
-                if i >= S - 1 {
-                    sts_v4(src, codes[u][0]);
-                    sts_v4(src + 512, codes[u][1]);
-                }
-                let (w, w_s) = (dst + *wr * slot_bytes, dst_s + *wr * slot_bytes);
-                if i + S - 1 < n_my {
-                    pf.refill_ldg::<FC1, G>(p, plan, w, w_s, g, &mut codes[u]);
-                } else {
-                    pf.refill::<FC1, G>(p, plan, w, w_s, g);
-                }
-                compute::<BF16, NT, MT, LD, USED>(acc, src, src_s);
-                *wr = *rd;
-                *rd = if *rd + 1 == S { 0 } else { *rd + 1 };
-                i += 1;
-            }
-        });
     }
 }
 
