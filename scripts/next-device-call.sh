@@ -63,11 +63,12 @@
 # sector twice; run 144, H100), PART=63 (`cca`, `cldg`) built, not run.
 # Twenty-third: PART=63 (run 145, H100: `cca` halves FC1's L2 sectors and
 # is bit-exact, not faster; `cldg` differs only by its grid, M = 1 +15 %),
-# PART=64 (the 4-warp grid at M = 2-8, with `cca`; on an H200 the landed
-# tables and checks).
+# PART=64 (`cbulk`: codes and scales by `cp.async.bulk`; the 4-warp grid
+# at M = 2-8, with `cca`; on an H200 the landed tables and checks).
 # NEXT CALL: OUT=$OUT PART=64 LIMIT=560 bash .gpu/run.sh (carry .gpu:
-# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz built by
-# cargo xtask exp-ptx decode-cca cca, recompressed with xz -9).
+# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz and
+# exp/decode-cbulk.ptx.xz built by cargo xtask exp-ptx decode-X X,
+# recompressed with xz -9).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -209,26 +210,48 @@ elif [ "$PART" = 61 ]; then
     landed_checks
   fi
 elif [ "$PART" = 64 ]; then
-  # Twenty-third session, issue 3 (after run 145): at Qwen3 M = 2-4 three
-  # things were 3-4 % faster: `cldg` (M = 2 / 4, its `_rt` FC1 on 4 blocks
-  # per SM instead of 5), `cca` (M = 4, same grid) and FC1 on 264 blocks
-  # (run 143, M = 4). The host gives every resident block there (the
-  # few-pairs rule stops at 8 pairs). Timed on the bundle's own PTX: both
-  # FC kernels on 2 / 3 / 4 blocks per SM (`fc_blocks`, clamped to the
-  # resident count: the 8-warp kernels hold 3), FC1 alone on 3 / 4, and
-  # `cca` on the default grid and on 4 per SM; small and mid layers at
-  # M = 1-8. Predicted: if the grid is what `cldg` bought, `fc528` -2 to
-  # -4 % at Qwen3 M = 2-4 and the rule gains those sizes; M = 1 slower
-  # off 396 (runs 120-124).
+  # Twenty-third session, issue 3 (after run 145: `cca` asks L2 once per
+  # sector and makes the loads-only FC1 10 % faster, but the layer is not
+  # faster). (1) `cbulk` (exp-ptx decode-cbulk cbulk): each chunk's codes
+  # and scales as two `cp.async.bulk` copies by lane 0 completing on the
+  # slot's `mbarrier` (once per sector, past L1 and the LSU; the
+  # activations keep `cp.async`). Predicted: L2 read sectors as `cca`
+  # (~450K at FC1); if `cca`'s loss was its path through L1, Qwen3 /
+  # GPT-OSS M = 1-4 -3 to -8 %, else within 2 %; bit for bit equal where
+  # the grid is (256 bytes of static shared memory per block; the 8-warp
+  # FC1 spills a word). (2) The grid at M = 2-8: `cldg` (M = 2 / 4, FC1
+  # on 4 blocks per SM instead of 5), `cca` (M = 4) and FC1 on 264 blocks
+  # (run 143, M = 4) were 3-4 % faster there; the host gives every
+  # resident block beyond 8 pairs. Both FC kernels on 2 / 3 / 4 blocks per
+  # SM (`fc_blocks`, clamped to the resident count: the 8-warp kernels
+  # hold 3), FC1 alone on 4, `cca` on 4. Predicted: if the grid is what
+  # `cldg` bought, `fc528` -2 to -4 % at Qwen3 M = 2-4; M = 1 slower off
+  # 396 (runs 120-124).
   declare -A P=([own]="")
-  B="own fc264 fc396 fc528 fc1b396 fc1b528"
-  declare -A TU=([own]="" [fc264]="--tuning fc_blocks=264" [fc396]="--tuning fc_blocks=396" [fc528]="--tuning fc_blocks=528" \
-    [fc1b396]="--tuning fc1_blocks=396" [fc1b528]="--tuning fc1_blocks=528" [cca]="" [cca528]="--tuning fc_blocks=528")
-  if [ -f "$C/exp/decode-cca.ptx.xz" ]; then exp_compare cca 30; P[cca]="$X"; P[cca528]="$X"; B="$B cca cca528"; fi
+  B="own"
+  for x in cbulk cca; do
+    if [ -f "$C/exp/decode-$x.ptx.xz" ]; then exp_compare $x 30; P[$x]="$X"; B="$B $x"; fi
+  done
+  M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
+  [ -n "${P[cbulk]+x}" ] && run ncu-cbulk 30 ${P[cbulk]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  P[fc528]=""; P[fc1b528]=""; P[fc396]=""; P[fc264]=""
+  B="$B fc528 fc1b528 fc396 fc264"
+  [ -n "${P[cca]+x}" ] && { P[cca528]="${P[cca]}"; B="$B cca528"; }
+  declare -A TU=([own]="" [cbulk]="" [cca]="" [fc264]="--tuning fc_blocks=264" [fc396]="--tuning fc_blocks=396" \
+    [fc528]="--tuning fc_blocks=528" [fc1b528]="--tuning fc1_blocks=528" [cca528]="--tuning fc_blocks=528")
   SH=Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V4-Flash,Qwen1.5-MoE:2048:1408:60:4,OLMoE:2048:1024:64:8
   for r in 1 2 3; do
     for b in $B; do run ab-$b-r$r 30 ${P[$b]} /tmp/b1/moe4 bench decode --shape $SH --m 1,2,4,8 ${TU[$b]}; done
   done
+  for b in own cbulk cca; do
+    [ -n "${P[$b]+x}" ] && run ldonly-$b 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning launches=2,load_only=true
+  done
+  if [ -n "${P[cbulk]+x}" ]; then
+    run ab-cbulk-big 40 ${P[cbulk]} /tmp/b1/moe4 bench decode --shape DeepSeek-V3,Mixtral-8x7B --m 1,16,64
+    run ab-own-big 40 /tmp/b1/moe4 bench decode --shape DeepSeek-V3,Mixtral-8x7B --m 1,16,64
+    run test-decode-cbulk 160 ${P[cbulk]} /tmp/b1/test-decode --test-threads=2
+    run memcheck-cbulk 40 ${P[cbulk]} "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  fi
   if on_h200; then
     landed_tables
     landed_checks

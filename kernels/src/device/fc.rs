@@ -478,6 +478,64 @@ struct Producer<const NT: usize, const MT: usize, const RT: bool> {
     b: [u64; NT],
     skip: [u32; NT],
     next: Rec<NT>,
+    #[cfg(moe4_exp = "cbulk")]
+    bk: Bulk,
+}
+
+/// `cbulk` (experiment): a warp's ring of slots fed by `cp.async.bulk`. Each
+/// chunk's codes (1 KiB per layout task) and scales (128 bytes) are one
+/// bulk copy each, issued by lane 0 and completing on the slot's
+/// `mbarrier` (run 144: the lanes' `cp.async.cg` copies ask L2 for each
+/// sector twice; run 145: `.ca` asks once, but through L1, and the layer
+/// was not faster). The activations keep their `cp.async` copy groups.
+#[cfg(moe4_exp = "cbulk")]
+#[derive(Clone, Copy)]
+struct Bulk {
+    /// This lane's address in slot 0 (slot + 16 lane).
+    ring: u32,
+    /// The `mbarrier` of slot 0 (slot `i`'s at `bars + 8 i`).
+    bars: u32,
+    /// The parity each slot's next wait is for, one bit per slot.
+    ph: u32,
+}
+
+#[cfg(moe4_exp = "cbulk")]
+impl Bulk {
+    /// Warp `warp`'s `S` barriers, initialized by its lane 0 (`dst`: this
+    /// lane's address in slot 0).
+    #[inline(always)]
+    unsafe fn init<const S: u32>(warp: u32, lane: u32, dst: u32) -> Bulk {
+        let bars = super::tma::fc_bars() + 8 * S * warp;
+        if lane == 0 {
+            unroll!(S as usize, |i| super::tma::mbar_init(bars + 8 * i as u32, 1));
+        }
+        syncwarp();
+        Bulk { ring: dst, bars, ph: 0 }
+    }
+
+    /// The `mbarrier` of the slot at `dst` (this lane's address in it).
+    #[inline(always)]
+    fn bar<const NT: usize, const MT: usize>(&self, dst: u32) -> u32 {
+        self.bars + 8 * ((dst - self.ring) / fc_slot_bytes(NT as u32, MT as u32))
+    }
+
+    /// Waits for slot `slot`'s codes and scales.
+    #[inline(always)]
+    unsafe fn wait(&mut self, slot: u32) {
+        super::tma::mbar_wait(self.bars + 8 * slot, (self.ph >> slot) & 1);
+        self.ph ^= 1 << slot;
+    }
+
+    /// After the phase (every copy waited for): the barriers invalidated,
+    /// so the next phase may initialize them again.
+    #[inline(always)]
+    unsafe fn release<const S: u32>(&self, lane: u32) {
+        syncwarp();
+        if lane == 0 {
+            unroll!(S as usize, |i| super::tma::mbar_inval(self.bars + 8 * i as u32));
+        }
+        syncwarp();
+    }
 }
 
 impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
@@ -485,11 +543,26 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
         let rec = load_rec::<NT, RT>(p, plan, task);
         let next = load_rec::<NT, RT>(p, plan, task.saturating_add(tstep));
-        #[cfg(not(moe4_exp = "w6"))]
+        #[cfg(not(any(moe4_exp = "w6", moe4_exp = "cbulk")))]
         let mut x =
             Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
         #[cfg(moe4_exp = "w6")]
         let mut x = Producer { task, c: c0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
+        #[cfg(moe4_exp = "cbulk")]
+        let mut x = Producer {
+            task,
+            c: c0,
+            left: 0,
+            c0,
+            cstep,
+            tstep,
+            code: 0,
+            scale: 0,
+            b: [0; NT],
+            skip: [1; NT],
+            next,
+            bk: Bulk { ring: 0, bars: 0, ph: 0 },
+        };
         x.point::<FC1>(p, plan, &rec);
         x
     }
@@ -566,7 +639,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             // sectors at Qwen3 M = 1 842K -> 449K, the loads-only FC1 10 %
             // faster), but the layer is not faster (Qwen3 M = 1 / 2 +3 /
             // +5 %, M = 4 -3.6 %), so `.cg` stays.
-            #[cfg(not(moe4_exp = "cca"))]
+            #[cfg(not(any(moe4_exp = "cca", moe4_exp = "cbulk")))]
             {
                 cp_async16(dst + 1024 * s as u32, code);
                 cp_async16(dst + 1024 * s as u32 + 512, code + 512);
@@ -576,7 +649,20 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
                 cp_async16_ca(dst + 1024 * s as u32, code);
                 cp_async16_ca(dst + 1024 * s as u32 + 512, code + 512);
             }
+            #[cfg(not(moe4_exp = "cbulk"))]
             cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
+            // `cbulk`: lane 0's addresses are the chunk's and the slot's
+            // (the lanes' pieces lie in the slot as in memory).
+            #[cfg(moe4_exp = "cbulk")]
+            if tid() % 32 == 0 {
+                let bar = self.bk.bar::<NT, MT>(dst);
+                if s == 0 {
+                    super::tma::mbar_arrive_expect_tx(bar, (MT / 2 * (CHUNK_CODE_BYTES + CHUNK_SCALE_BYTES)) as u32);
+                }
+                super::tma::bulk_load(dst + 1024 * s as u32, code, CHUNK_CODE_BYTES as u32, bar);
+                let scale = self.scale + chunk * CHUNK_SCALE_BYTES as u64;
+                super::tma::bulk_load(dst_s + 128 * s as u32, scale, CHUNK_SCALE_BYTES as u32, bar);
+            }
         });
     }
 
@@ -865,6 +951,10 @@ unsafe fn phase<
     let ring = base + warp * S * slot_bytes;
     let (dst, dst_s) = (ring + 16 * lane, ring + slot_scales(MT) + 4 * lane);
     let mut pf = Producer::<NT, MT, RT>::start::<FC1>(p, &plan, first, kp, ks, tstep);
+    #[cfg(moe4_exp = "cbulk")]
+    {
+        pf.bk = Bulk::init::<S>(warp, lane, dst);
+    }
     if G::ON && !FC1 && pf.valid(&plan) {
         g.set(plan.group(pf.task));
     }
@@ -1010,6 +1100,8 @@ unsafe fn phase<
         }
         task = task.saturating_add(tstep);
     }
+    #[cfg(moe4_exp = "cbulk")]
+    pf.bk.release::<S>(lane);
 }
 
 /// [`phase`]'s chunk loop on the first `USED` column tiles: `n_my` chunks
@@ -1040,6 +1132,8 @@ unsafe fn chunks<
     let mut i = 0;
     while i < n_my {
         cp_async_wait_dyn(S - 2);
+        #[cfg(moe4_exp = "cbulk")]
+        pf.bk.wait(*rd);
         pf.refill::<FC1, G>(p, plan, dst + *wr * slot_bytes, dst_s + *wr * slot_bytes, g);
         compute::<BF16, NT, MT, LD, USED>(acc, dst + *rd * slot_bytes, dst_s + *rd * slot_bytes);
         *wr = *rd;

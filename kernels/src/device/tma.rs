@@ -6,6 +6,24 @@
 
 use core::arch::asm;
 
+// `cbulk` (experiment): the decode FC kernels' ring `mbarrier`s, one per
+// slot of each warp (at most 8 warps x 4 slots), in static shared memory
+// beside the dynamic buffer (the host's shared-memory sizes stay as they
+// are; the occupancy API counts it).
+#[cfg(moe4_exp = "cbulk")]
+core::arch::global_asm!(".shared .align 8 .b8 moe4_fc_bars[256];");
+
+/// `cbulk` (experiment): shared-memory address of the decode FC kernels'
+/// `mbarrier`s (256 bytes).
+#[cfg(moe4_exp = "cbulk")]
+#[inline(always)]
+pub fn fc_bars() -> u32 {
+    let r: u32;
+    // SAFETY: takes the address of a symbol.
+    unsafe { asm!("mov.u32 {r}, moe4_fc_bars;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
 /// Initializes the `mbarrier` at `a` for `count` arrivals per phase, and
 /// makes the initialization visible to the async proxy (the copies that
 /// complete on it). The block must pass a barrier before other threads use
