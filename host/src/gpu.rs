@@ -216,8 +216,15 @@ impl Gpu {
             return Ok(f.clone());
         }
         let f = self.module.load_function(name)?;
-        // Allow every kernel the device's full dynamic shared memory.
-        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.max_smem as i32)?;
+        // Allow every kernel the device's full shared memory per block: all
+        // of it dynamic, less what the kernel declares statically (the
+        // driver refuses a larger setting; experimental builds keep
+        // `mbarrier`s in static shared memory).
+        let static_smem = f.shared_size_bytes()?;
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            (self.max_smem as i32 - static_smem).max(0),
+        )?;
         let f = Arc::new(Func { f, occupancy: Mutex::new(HashMap::new()) });
         funcs.insert(name.to_string(), f.clone());
         Ok(f)
