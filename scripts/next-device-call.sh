@@ -65,8 +65,11 @@
 # is bit-exact, not faster; `cldg` differs only by its grid, M = 1 +15 %),
 # PART=64 (`cbulk`: codes and scales by `cp.async.bulk`; the 4-warp grid
 # at M = 2-8, with `cca`; on an H200 the landed tables and checks).
-# NEXT CALL: OUT=$OUT PART=64 LIMIT=560 bash .gpu/run.sh (carry .gpu:
-# bundle of 8e9e088 = main's kernels, exp/decode-cca.ptx.xz and
+# PART=64 ran as run 146 (H100; cbulk refused by the driver: static
+# shared memory beside the host's full dynamic limit), PART=65 (cbulk on
+# a bundle whose host subtracts the static shared memory).
+# NEXT CALL: OUT=$OUT PART=65 LIMIT=400 bash .gpu/run.sh (carry .gpu:
+# bundle of the host fix (main's kernels), exp/decode-cca.ptx.xz and
 # exp/decode-cbulk.ptx.xz built by cargo xtask exp-ptx decode-X X,
 # recompressed with xz -9).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
@@ -208,6 +211,29 @@ elif [ "$PART" = 61 ]; then
   if on_h200; then
     landed_tables
     landed_checks
+  fi
+elif [ "$PART" = 65 ]; then
+  # Twenty-third session, issue 3: `cbulk` again on a bundle whose host
+  # sets each kernel's dynamic shared memory limit less its static shared
+  # memory (run 146: with the full limit the driver refused cbulk's
+  # kernels, CUDA_ERROR_INVALID_VALUE; nothing of cbulk ran). Prediction
+  # as in PART=64.
+  declare -A P=([own]="")
+  B=own
+  if [ -f "$C/exp/decode-cbulk.ptx.xz" ]; then exp_compare cbulk 30; P[cbulk]="$X"; B="$B cbulk"; fi
+  M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
+  for b in $B; do
+    run ncu-$b 30 ${P[$b]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
+  done
+  for r in 1 2 3; do
+    for b in $B; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 --m 1,2,4,16,64; done
+  done
+  for b in $B; do
+    run ldonly-$b 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning launches=2,load_only=true
+  done
+  if [ -n "${P[cbulk]+x}" ]; then
+    run test-decode-cbulk 160 ${P[cbulk]} /tmp/b1/test-decode --test-threads=2
+    run memcheck-cbulk 40 ${P[cbulk]} "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
   fi
 elif [ "$PART" = 64 ]; then
   # Twenty-third session, issue 3 (after run 145: `cca` asks L2 once per
