@@ -222,9 +222,7 @@ elif [ "$PART" = 65 ]; then
   B=own
   if [ -f "$C/exp/decode-cbulk.ptx.xz" ]; then exp_compare cbulk 30; P[cbulk]="$X"; B="$B cbulk"; fi
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
-  for b in $B; do
-    run ncu-$b 30 ${P[$b]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
-  done
+  [ -n "${P[cbulk]+x}" ] && run ncu-cbulk 30 ${P[cbulk]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   for r in 1 2 3; do
     for b in $B; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 --m 1,2,4,16,64; done
   done
