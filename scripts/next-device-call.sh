@@ -68,10 +68,11 @@
 # PART=64 ran as run 146 (H100; cbulk refused by the driver: static
 # shared memory beside the host's full dynamic limit), PART=65 (cbulk on
 # a bundle whose host subtracts the static shared memory).
-# NEXT CALL: OUT=$OUT PART=65 LIMIT=400 bash .gpu/run.sh (carry .gpu:
-# bundle of the host fix (main's kernels), exp/decode-cca.ptx.xz and
-# exp/decode-cbulk.ptx.xz built by cargo xtask exp-ptx decode-X X,
-# recompressed with xz -9).
+# NEXT CALL: OUT=$OUT PART=65 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# bundle of 1a21a13 (main's kernels, the host fix), exp/decode-cbulk.ptx.xz
+# and exp/decode-cca1.ptx.xz built by cargo xtask exp-ptx decode-X X,
+# recompressed with xz -9). No device came for PART=65 in the
+# twenty-third session.
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -217,14 +218,20 @@ elif [ "$PART" = 65 ]; then
   # sets each kernel's dynamic shared memory limit less its static shared
   # memory (run 146: with the full limit the driver refused cbulk's
   # kernels, CUDA_ERROR_INVALID_VALUE; nothing of cbulk ran). Prediction
-  # as in PART=64.
+  # as in PART=64, less the SASS's +54 instructions per chunk (288 against
+  # 234): Qwen3 M = 1 within -3 to +5 %. `cca1` (exp-ptx decode-cca1
+  # cca1): `.ca` codes in FC1 only (run 145's Nsight Compute: FC1 alone
+  # -2.5 %, FC2 +3.2 % with `cca`). Predicted: Qwen3 M = 1 -1 to +1 %,
+  # M = 4 -2 to -4 % (`cca` there -3.4 / -3.6 %); bit for bit equal.
   declare -A P=([own]="")
   B=own
-  if [ -f "$C/exp/decode-cbulk.ptx.xz" ]; then exp_compare cbulk 30; P[cbulk]="$X"; B="$B cbulk"; fi
+  for x in cbulk cca1; do
+    if [ -f "$C/exp/decode-$x.ptx.xz" ]; then exp_compare $x 30; P[$x]="$X"; B="$B $x"; fi
+  done
   M="dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
   [ -n "${P[cbulk]+x}" ] && run ncu-cbulk 30 ${P[cbulk]} "$NCU" --clock-control none -k "regex:moe_fc[12]_" -c 2 --metrics $M /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1
   for r in 1 2 3; do
-    for b in $B; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3 --m 1,2,4,16,64; done
+    for b in $B; do run ab-$b-r$r 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B,GPT-OSS-120B,DeepSeek-V3,Qwen1.5-MoE:2048:1408:60:4 --m 1,2,4,16,64; done
   done
   for b in $B; do
     run ldonly-$b 20 ${P[$b]} /tmp/b1/moe4 bench decode --shape Qwen3-30B-A3B --m 1,2 --tuning launches=2,load_only=true
@@ -232,6 +239,12 @@ elif [ "$PART" = 65 ]; then
   if [ -n "${P[cbulk]+x}" ]; then
     run test-decode-cbulk 160 ${P[cbulk]} /tmp/b1/test-decode --test-threads=2
     run memcheck-cbulk 40 ${P[cbulk]} "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-decode sanitizer_case
+  fi
+  # On an H200 (issue 3's and 5's cards; its tables are run 109's / 129's),
+  # the landed state's tables and checks.
+  if on_h200; then
+    landed_tables
+    landed_checks
   fi
 elif [ "$PART" = 64 ]; then
   # Twenty-third session, issue 3 (after run 145: `cca` asks L2 once per

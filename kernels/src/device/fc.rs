@@ -666,6 +666,28 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         });
     }
 
+    /// `cca1` (experiment): [`Self::copy_weights`] with FC1's codes through
+    /// L1 (`cp.async.ca`, once per sector) and FC2's past it (`.cg`, as the
+    /// default). Run 145 (`cca`, both): FC1 alone 2.5 % faster in Nsight
+    /// Compute, FC2 3.2 % slower.
+    #[cfg(moe4_exp = "cca1")]
+    #[inline(always)]
+    unsafe fn copy_weights_fc<const FC1: bool>(&self, plan: &Plan, dst: u32, dst_s: u32) {
+        let c = self.c as u64;
+        unroll!(MT / 2, |s| {
+            let chunk = s as u64 * plan.nchunks as u64 + c;
+            let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
+            if FC1 {
+                cp_async16_ca(dst + 1024 * s as u32, code);
+                cp_async16_ca(dst + 1024 * s as u32 + 512, code + 512);
+            } else {
+                cp_async16(dst + 1024 * s as u32, code);
+                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
+            }
+            cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
+        });
+    }
+
     /// Moves on to the chunk after the next one (and to the next task after
     /// the last chunk of this one).
     #[inline(always)]
@@ -701,7 +723,10 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         g: &mut G,
     ) {
         if self.valid(plan) {
+            #[cfg(not(moe4_exp = "cca1"))]
             self.copy_weights(plan, dst, dst_s);
+            #[cfg(moe4_exp = "cca1")]
+            self.copy_weights_fc::<FC1>(plan, dst, dst_s);
             // The `_dp` FC2: the first h copy of a task waits for FC1 to
             // finish the task's column group.
             if G::ON && !FC1 && g.get() < GATE_ALL {
