@@ -33,6 +33,9 @@ unsafe impl<T: Copy> DeviceRepr for Param<T> {}
 struct Func {
     f: CudaFunction,
     occupancy: Mutex<HashMap<(u32, u32), u32>>,
+    /// The most dynamic shared memory a block of it may have: the device's
+    /// per-block limit less the kernel's static shared memory.
+    max_dynamic: u32,
 }
 
 /// A launch as `MOE4_LOG_LAUNCHES` prints it: kernel, grid, threads, shared
@@ -220,12 +223,9 @@ impl Gpu {
         // of it dynamic, less what the kernel declares statically (the
         // driver refuses a larger setting; experimental builds keep
         // `mbarrier`s in static shared memory).
-        let static_smem = f.shared_size_bytes()?;
-        f.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            (self.max_smem as i32 - static_smem).max(0),
-        )?;
-        let f = Arc::new(Func { f, occupancy: Mutex::new(HashMap::new()) });
+        let max_dynamic = self.max_smem.saturating_sub(f.shared_size_bytes()?.max(0) as u32);
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_dynamic as i32)?;
+        let f = Arc::new(Func { f, occupancy: Mutex::new(HashMap::new()), max_dynamic });
         funcs.insert(name.to_string(), f.clone());
         Ok(f)
     }
@@ -249,17 +249,20 @@ impl Gpu {
     /// shared memory than a block may have here; with `MOE4_LOG_LAUNCHES`
     /// set (for tuning: which kernels and grids the host picks), each
     /// distinct launch configuration is also printed once to stderr.
-    fn check_launch(&self, name: &str, grid: u32, threads: u32, smem: u32) -> Result<()> {
+    fn check_launch(&self, name: &str, f: &Func, grid: u32, threads: u32, smem: u32) -> Result<()> {
         if let Some(logged) = &self.logged {
             if logged.lock().expect("launch log").insert((name.to_string(), grid, threads, smem)) {
                 eprintln!("moe4 launch: {name} grid {grid} x {threads} threads, {smem} B shared");
             }
         }
-        if smem > self.max_smem {
+        if smem > f.max_dynamic {
             return Err(crate::error::unsupported(
                 format!("shared memory of {name}"),
                 smem,
-                format!("this GPU allows at most {} bytes per block", self.max_smem),
+                format!(
+                    "this GPU allows at most {} bytes per block ({} of them dynamic beside the kernel's static shared memory)",
+                    self.max_smem, f.max_dynamic
+                ),
             ));
         }
         Ok(())
@@ -280,8 +283,8 @@ impl Gpu {
         smem: u32,
         params: P,
     ) -> Result<()> {
-        self.check_launch(name, grid, threads, smem)?;
         let f = self.func(name)?;
+        self.check_launch(name, &f, grid, threads, smem)?;
         let p = Param(params);
         let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
         stream.launch_builder(&f.f).arg(&p).launch(cfg)?;
@@ -339,8 +342,8 @@ impl Gpu {
         params: P,
         attrs: &[sys::CUlaunchAttribute],
     ) -> Result<()> {
-        self.check_launch(name, grid, threads, smem)?;
         let f = self.func(name)?;
+        self.check_launch(name, &f, grid, threads, smem)?;
         self.ctx.bind_to_thread()?;
         let mut p = params;
         let mut args = [&mut p as *mut P as *mut std::ffi::c_void];
@@ -395,8 +398,8 @@ impl Gpu {
         smem: u32,
         args: &[&dyn ArgRef],
     ) -> Result<()> {
-        self.check_launch(name, grid, threads, smem)?;
         let f = self.func(name)?;
+        self.check_launch(name, &f, grid, threads, smem)?;
         let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
         let mut b = stream.launch_builder(&f.f);
         let vals: Vec<u64> = args.iter().map(|a| a.bits()).collect();
