@@ -69,7 +69,7 @@
 # shared memory beside the host's full dynamic limit), PART=65 (cbulk on
 # a bundle whose host subtracts the static shared memory).
 # NEXT CALL: OUT=$OUT PART=65 LIMIT=560 bash .gpu/run.sh (carry .gpu:
-# bundle of 1a21a13 (main's kernels, the host fix), exp/decode-cbulk.ptx.xz
+# bundle of 47a52dd (main's kernels, the host fixes), exp/decode-cbulk.ptx.xz
 # and exp/decode-cca1.ptx.xz built by cargo xtask exp-ptx decode-X X,
 # recompressed with xz -9). No device came for PART=65 in the
 # twenty-third session.
