@@ -543,12 +543,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     unsafe fn start<const FC1: bool>(p: &FcParams, plan: &Plan, task: u32, c0: u32, cstep: u32, tstep: u32) -> Self {
         let rec = load_rec::<NT, RT>(p, plan, task);
         let next = load_rec::<NT, RT>(p, plan, task.saturating_add(tstep));
-        #[cfg(not(any(moe4_exp = "w6", moe4_exp = "cbulk")))]
-        let mut x =
-            Producer { task, c: c0, left: 0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
-        #[cfg(moe4_exp = "w6")]
-        let mut x = Producer { task, c: c0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
-        #[cfg(moe4_exp = "cbulk")]
+        #[cfg(not(moe4_exp = "w6"))]
         let mut x = Producer {
             task,
             c: c0,
@@ -561,8 +556,11 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             b: [0; NT],
             skip: [1; NT],
             next,
+            #[cfg(moe4_exp = "cbulk")]
             bk: Bulk { ring: 0, bars: 0, ph: 0 },
         };
+        #[cfg(moe4_exp = "w6")]
+        let mut x = Producer { task, c: c0, c0, cstep, tstep, code: 0, scale: 0, b: [0; NT], skip: [1; NT], next };
         x.point::<FC1>(p, plan, &rec);
         x
     }
@@ -628,7 +626,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
     /// Copies this lane's codes and scales of the next chunk into the slot
     /// at `dst` (slot + 16 lane), `dst_s` (slot + [`slot_scales`] + 4 lane).
     #[inline(always)]
-    unsafe fn copy_weights(&self, plan: &Plan, dst: u32, dst_s: u32) {
+    unsafe fn copy_weights<const FC1: bool>(&self, plan: &Plan, dst: u32, dst_s: u32) {
         let c = self.c as u64;
         unroll!(MT / 2, |s| {
             let chunk = s as u64 * plan.nchunks as u64 + c;
@@ -639,15 +637,15 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
             // sectors at Qwen3 M = 1 842K -> 449K, the loads-only FC1 10 %
             // faster), but the layer is not faster (Qwen3 M = 1 / 2 +3 /
             // +5 %, M = 4 -3.6 %), so `.cg` stays.
-            #[cfg(not(any(moe4_exp = "cca", moe4_exp = "cbulk")))]
-            {
-                cp_async16(dst + 1024 * s as u32, code);
-                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
-            }
-            #[cfg(moe4_exp = "cca")]
-            {
+            // `cca1` (experiment): `.ca` in FC1 only (run 145's Nsight
+            // Compute with `cca`: FC1 alone 2.5 % faster, FC2 3.2 % slower).
+            #[cfg(not(moe4_exp = "cbulk"))]
+            if cfg!(moe4_exp = "cca") || (cfg!(moe4_exp = "cca1") && FC1) {
                 cp_async16_ca(dst + 1024 * s as u32, code);
                 cp_async16_ca(dst + 1024 * s as u32 + 512, code + 512);
+            } else {
+                cp_async16(dst + 1024 * s as u32, code);
+                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
             }
             #[cfg(not(moe4_exp = "cbulk"))]
             cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
@@ -663,28 +661,6 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
                 let scale = self.scale + chunk * CHUNK_SCALE_BYTES as u64;
                 super::tma::bulk_load(dst_s + 128 * s as u32, scale, CHUNK_SCALE_BYTES as u32, bar);
             }
-        });
-    }
-
-    /// `cca1` (experiment): [`Self::copy_weights`] with FC1's codes through
-    /// L1 (`cp.async.ca`, once per sector) and FC2's past it (`.cg`, as the
-    /// default). Run 145 (`cca`, both): FC1 alone 2.5 % faster in Nsight
-    /// Compute, FC2 3.2 % slower.
-    #[cfg(moe4_exp = "cca1")]
-    #[inline(always)]
-    unsafe fn copy_weights_fc<const FC1: bool>(&self, plan: &Plan, dst: u32, dst_s: u32) {
-        let c = self.c as u64;
-        unroll!(MT / 2, |s| {
-            let chunk = s as u64 * plan.nchunks as u64 + c;
-            let code = self.code + chunk * CHUNK_CODE_BYTES as u64;
-            if FC1 {
-                cp_async16_ca(dst + 1024 * s as u32, code);
-                cp_async16_ca(dst + 1024 * s as u32 + 512, code + 512);
-            } else {
-                cp_async16(dst + 1024 * s as u32, code);
-                cp_async16(dst + 1024 * s as u32 + 512, code + 512);
-            }
-            cp_async4(dst_s + 128 * s as u32, self.scale + chunk * CHUNK_SCALE_BYTES as u64);
         });
     }
 
@@ -723,10 +699,7 @@ impl<const NT: usize, const MT: usize, const RT: bool> Producer<NT, MT, RT> {
         g: &mut G,
     ) {
         if self.valid(plan) {
-            #[cfg(not(moe4_exp = "cca1"))]
-            self.copy_weights(plan, dst, dst_s);
-            #[cfg(moe4_exp = "cca1")]
-            self.copy_weights_fc::<FC1>(plan, dst, dst_s);
+            self.copy_weights::<FC1>(plan, dst, dst_s);
             // The `_dp` FC2: the first h copy of a task waits for FC1 to
             // finish the task's column group.
             if G::ON && !FC1 && g.get() < GATE_ALL {
@@ -1001,7 +974,7 @@ unsafe fn phase<
                 if G::ON {
                     gis[d.min(2)] = plan.group(pf.task);
                 }
-                pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
+                pf.copy_weights::<FC1>(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
                 pf.advance::<FC1>(p, &plan);
             }
         });
@@ -1218,7 +1191,7 @@ unsafe fn fc2_sliced<
         if pf.valid(&plan) {
             ok[d.min(2)] = true;
             xs[d.min(2)] = pf.x_src();
-            pf.copy_weights(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
+            pf.copy_weights::<false>(&plan, dst + d as u32 * slot_bytes, dst_s + d as u32 * slot_bytes);
             pf.advance::<false>(p, &plan);
         }
     });
