@@ -133,6 +133,18 @@ fn routing(rng: &mut Lcg, pool: &[i32], m: usize, topk: usize) -> (Vec<i32>, Vec
     (ids, w)
 }
 
+/// Balanced routing for `m` tokens over `e` experts: pair `p` (token
+/// `p / topk`, choice `p % topk`) goes to expert `p % e`, so every expert
+/// gets `m * topk / e` pairs, give or take one, and a token's `topk <= e`
+/// experts are distinct (consecutive numbers modulo `e`). The prefill
+/// bench times it beside the random routing: where `m * topk / e` is a
+/// multiple of the tile's pairs, no expert has a partial or narrow tile,
+/// so the difference is what the experts' uneven counts cost.
+fn balanced_routing(m: usize, topk: usize, e: usize) -> (Vec<i32>, Vec<f32>) {
+    let ids = (0..m * topk).map(|p| if topk <= e { (p % e) as i32 } else { -1 }).collect();
+    (ids, vec![1.0 / topk as f32; m * topk])
+}
+
 /// One decode measurement.
 #[derive(Clone, Debug)]
 pub struct DecodeResult {
@@ -812,6 +824,11 @@ pub struct PrefillResult {
     /// Prefill microseconds of the first launches alone: route; route +
     /// FC1 (with `moe_permute_x` on the `wgmma` path); route + FC1 + FC2.
     pub stages_us: [f64; 3],
+    /// Layer microseconds (prefill path) with every expert given the same
+    /// number of pairs (pair `p` on expert `p % E`) instead of the random routing:
+    /// what the experts' uneven counts (their partial and narrow tiles)
+    /// cost is `us - balanced_us`.
+    pub balanced_us: f64,
     /// Layer TFLOP/s (2 x pairs x 3 x H x I).
     pub tflops: f64,
     /// cuBLAS bf16 TFLOP/s on dense GEMMs of the same FLOPs, same run.
@@ -894,6 +911,10 @@ impl CublasRef {
     }
 }
 
+/// A prefill bench variant: the path, the tuning (`None`: the workspace's)
+/// and whether it runs on the balanced routing.
+type Variant = (crate::ForwardPath, Option<Tuning>, bool);
+
 /// Rounds of the prefill bench's timings, of the layer variants and of
 /// cuBLAS (best of them each).
 const PREFILL_ROUNDS: usize = 3;
@@ -926,13 +947,16 @@ pub fn prefill(
         fill(gpu, stream, &mut x, m as u32, 0x807F_807F, 0x3F00_3F00)?;
         let (ids, tw) = routing(&mut rng, &pool, m, shape.topk);
         let (ids, tw) = (stream.clone_htod(&ids)?, stream.clone_htod(&tw)?);
+        let (ids_b, tw_b) = balanced_routing(m, shape.topk, shape.e);
+        let (ids_b, tw_b) = (stream.clone_htod(&ids_b)?, stream.clone_htod(&tw_b)?);
         let mut out = stream.alloc_zeros::<bf16>(m * shape.h)?;
-        // Times `path` with `tuning` (or the workspace's own), then puts the
-        // workspace's tuning back.
-        let mut run = |path: crate::ForwardPath, tuning: Option<Tuning>, ws: &mut Workspace| -> Result<f64> {
+        // Times `path` with `tuning` (or the workspace's own) on the random
+        // routing (or the balanced one), then puts the workspace's tuning back.
+        let mut run = |(path, tuning, balanced): Variant, ws: &mut Workspace| -> Result<f64> {
             let own = *ws.tuning_mut();
             *ws.tuning_mut() = tuning.unwrap_or(own);
             ws.set_path(path);
+            let (ids, tw) = if balanced { (&ids_b, &tw_b) } else { (&ids, &tw) };
             let t = time_ms(stream, 2, 5, || {
                 w.forward(ws, stream, &x.as_view(), &ids.as_view(), &tw.as_view(), &mut out.as_view_mut())
             });
@@ -944,13 +968,13 @@ pub fn prefill(
         // read the same kernels 7-19 % apart by their place in it (run 48).
         let d = *ws.tuning_mut();
         let wgmma = d.wgmma && gpu.arch().has_wgmma();
-        let mut variants: Vec<(crate::ForwardPath, Option<Tuning>)> = vec![(crate::ForwardPath::Prefill, None)];
+        let mut variants: Vec<Variant> = vec![(crate::ForwardPath::Prefill, None, false)];
         let dec_at = (m * shape.topk / shape.e <= 128).then(|| {
-            variants.push((crate::ForwardPath::Decode, None));
+            variants.push((crate::ForwardPath::Decode, None, false));
             variants.len() - 1
         });
         let mma_sync_at = wgmma.then(|| {
-            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma: false, ..d })));
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma: false, ..d }), false));
             variants.len() - 1
         });
         // Pairs per tile (256: builds with the 128-row kernels, with their
@@ -962,16 +986,18 @@ pub fn prefill(
         let width_at = variants.len();
         for &c in &widths {
             let narrow_tail = c == 256 && d.narrow_tail;
-            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), narrow_tail, ..d })));
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { wgmma_cols: Some(c), narrow_tail, ..d }), false));
         }
         let y32_at = d.y16.then(|| {
-            variants.push((crate::ForwardPath::Prefill, Some(Tuning { y16: false, ..d })));
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { y16: false, ..d }), false));
             variants.len() - 1
         });
         let stages_at = variants.len();
         for launches in 1..=3 {
-            variants.push((crate::ForwardPath::Prefill, Some(Tuning { launches, ..d })));
+            variants.push((crate::ForwardPath::Prefill, Some(Tuning { launches, ..d }), false));
         }
+        let balanced_at = variants.len();
+        variants.push((crate::ForwardPath::Prefill, None, true));
         // cuBLAS in every round too: first in the even rounds, last in the
         // odd ones (the layer variants reversed), best of the rounds as theirs.
         let mut cublas = CublasRef::new(gpu, stream, m * shape.topk, shape.h, shape.i)?;
@@ -983,8 +1009,7 @@ pub fn prefill(
             }
             for j in 0..variants.len() {
                 let v = if round % 2 == 0 { j } else { variants.len() - 1 - j };
-                let (path, tuning) = variants[v];
-                best[v] = best[v].min(run(path, tuning, &mut ws)?);
+                best[v] = best[v].min(run(variants[v], &mut ws)?);
             }
             if round % 2 == 1 {
                 cb = cb.min(cublas.time_ms(stream)?);
@@ -1008,6 +1033,7 @@ pub fn prefill(
             by_width,
             y32_us,
             stages_us,
+            balanced_us: best[balanced_at] * 1e3,
             tflops: flops / (pf * 1e-3) / 1e12,
             cublas_tflops: flops / (cb * 1e-3) / 1e12,
         });
@@ -1017,7 +1043,7 @@ pub fn prefill(
 
 /// Formats prefill results as a Markdown table.
 pub fn prefill_table(r: &[PrefillResult]) -> String {
-    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 [/ n256] µs | y f32 µs | route / +FC1 / +FC2 µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from("| shape | M | prefill µs | decode-path µs | mma.sync-prefill µs | wgmma n64 / n128 [/ n256] µs | y f32 µs | route / +FC1 / +FC2 µs | balanced routing µs | TFLOP/s | cuBLAS bf16 TFLOP/s | of cuBLAS |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for x in r {
         let d = x.decode_us.map_or("-".to_string(), |d| format!("{d:.0}"));
         let ms = x.mma_sync_us.map_or("-".to_string(), |d| format!("{d:.0}"));
@@ -1030,7 +1056,7 @@ pub fn prefill_table(r: &[PrefillResult]) -> String {
         let st = x.stages_us.map(|t| format!("{t:.0}")).join(" / ");
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} |",
             x.shape,
             x.m,
             x.us,
@@ -1039,6 +1065,7 @@ pub fn prefill_table(r: &[PrefillResult]) -> String {
             w,
             y32,
             st,
+            x.balanced_us,
             x.tflops,
             x.cublas_tflops,
             x.tflops / x.cublas_tflops
@@ -1053,7 +1080,7 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
         .iter()
         .map(|x| {
             format!(
-                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"y32_us\":{},\"stages_us\":[{}],\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
+                "{{\"shape\":\"{}\",\"m\":{},\"prefill_us\":{:.3},\"decode_us\":{},\"mma_sync_us\":{},\"wgmma_us_by_cols\":{{{}}},\"y32_us\":{},\"stages_us\":[{}],\"balanced_us\":{:.3},\"tflops\":{:.1},\"cublas_tflops\":{:.1}}}",
                 x.shape,
                 x.m,
                 x.us,
@@ -1062,10 +1089,39 @@ pub fn prefill_json(r: &[PrefillResult]) -> String {
                 x.by_width.iter().map(|(c, t)| format!("\"{c}\":{t:.3}")).collect::<Vec<_>>().join(","),
                 x.y32_us.map_or("null".into(), |d| format!("{d:.3}")),
                 x.stages_us.map(|t| format!("{t:.3}")).join(","),
+                x.balanced_us,
                 x.tflops,
                 x.cublas_tflops
             )
         })
         .collect();
     format!("{{\"prefill\":[{}]}}", rows.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every expert gets `m * topk / e` pairs (give or take one) and a
+    /// token's experts are distinct.
+    #[test]
+    fn balanced_routing_spreads_pairs_evenly() {
+        for (m, topk, e) in [(8192, 8, 128), (8192, 8, 256), (33, 4, 60), (7, 2, 8), (5, 8, 8)] {
+            let (ids, w) = balanced_routing(m, topk, e);
+            assert_eq!((ids.len(), w.len()), (m * topk, m * topk));
+            let mut count = vec![0usize; e];
+            for t in 0..m {
+                let row = &ids[t * topk..(t + 1) * topk];
+                for (j, &id) in row.iter().enumerate() {
+                    assert!((0..e as i32).contains(&id));
+                    assert!(!row[..j].contains(&id), "token {t} repeats expert {id}");
+                    count[id as usize] += 1;
+                }
+            }
+            let (lo, hi) = (count.iter().min().unwrap(), count.iter().max().unwrap());
+            assert!(hi - lo <= 1 && *lo == m * topk / e, "{m} x {topk} over {e}: {lo}..{hi}");
+        }
+        // More choices than experts: none of them routed.
+        assert!(balanced_routing(3, 4, 2).0.iter().all(|&id| id == -1));
+    }
 }

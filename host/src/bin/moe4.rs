@@ -489,8 +489,8 @@ fn bench_cmd(args: &[String]) -> Res {
             let r = bench::prefill(&gpu, &stream, *s, &ms, tuning)?;
             for x in &r {
                 eprintln!(
-                    "  {} M={} prefill {:.0} us (y f32 {:?}, stages {:?}) decode {:?} us {:.0} TFLOP/s (cuBLAS {:.0})",
-                    x.shape, x.m, x.us, x.y32_us, x.stages_us, x.decode_us, x.tflops, x.cublas_tflops
+                    "  {} M={} prefill {:.0} us (y f32 {:?}, stages {:?}, balanced routing {:.0}) decode {:?} us {:.0} TFLOP/s (cuBLAS {:.0})",
+                    x.shape, x.m, x.us, x.y32_us, x.stages_us, x.balanced_us, x.decode_us, x.tflops, x.cublas_tflops
                 );
             }
             all.extend(r);
