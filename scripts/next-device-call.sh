@@ -73,6 +73,14 @@
 # and exp/decode-cca1.ptx.xz built by cargo xtask exp-ptx decode-X X,
 # recompressed with xz -9). No device came for PART=65 in the
 # twenty-third session.
+# Twenty-fourth: no device came (seven calls found none, then the loans
+# paused). PART=66 = PART=65 plus the prefill tails: `bench prefill` now
+# also times each point on a balanced routing (every expert the same
+# count), so Qwen3 / DeepSeek-V3 at M = 8192 (no tails: 512 / 256 pairs
+# per expert), 8704 (every expert a 32 / 16-pair tail) and 9216 (64 / 32)
+# measure what the experts' partial and narrow tiles cost.
+# NEXT CALL: OUT=$OUT PART=66 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# bundle of 8a38033 or later, the same two exp PTX files).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -213,7 +221,24 @@ elif [ "$PART" = 61 ]; then
     landed_tables
     landed_checks
   fi
-elif [ "$PART" = 65 ]; then
+elif [ "$PART" = 66 ]; then
+  # Twenty-fourth session. Issue 5: what the experts' uneven counts cost
+  # the prefill layer. Run 104's FC2 samples put 13 % in the narrow tail
+  # tiles (64 pairs, 256 weight rows: each decodes all its expert's
+  # weights again for at most 64 pairs) at Qwen3 M = 8192, where about
+  # half the experts have one; at DeepSeek-V3 M = 8192 (256 pairs per
+  # expert on average) half the experts add a tail to their one 256-pair
+  # tile. The bench's balanced routing gives every expert the same count:
+  # at 8192 none has a tail, at 8704 / 9216 every expert has one (Qwen3
+  # 32 / 64 pairs, DeepSeek-V3 16 / 32). Predicted: balanced 8192 faster
+  # than random by 5-12 % (Qwen3) and 8-20 % (DeepSeek-V3); balanced 8704
+  # slower than 8192 x 8704 / 8192 by about as much. If so, tiles of 256 +
+  # 64 pairs (one decode of the weights for both `wgmma`s) are the next
+  # build for issue 5. Then issue 3 as PART=65 (`cbulk`, `cca1`).
+  run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
+  PART=65
+fi
+if [ "$PART" = 65 ]; then
   # Twenty-third session, issue 3: `cbulk` again on a bundle whose host
   # sets each kernel's dynamic shared memory limit less its static shared
   # memory (run 146: with the full limit the driver refused cbulk's
