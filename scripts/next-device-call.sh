@@ -230,11 +230,14 @@ elif [ "$PART" = 66 ]; then
   # expert on average) half the experts add a tail to their one 256-pair
   # tile. The bench's balanced routing gives every expert the same count:
   # at 8192 none has a tail, at 8704 / 9216 every expert has one (Qwen3
-  # 32 / 64 pairs, DeepSeek-V3 16 / 32). Predicted: balanced 8192 faster
-  # than random by 5-12 % (Qwen3) and 8-20 % (DeepSeek-V3); balanced 8704
-  # slower than 8192 x 8704 / 8192 by about as much. If so, tiles of 256 +
-  # 64 pairs (one decode of the weights for both `wgmma`s) are the next
-  # build for issue 5. Then issue 3 as PART=65 (`cbulk`, `cca1`).
+  # 32 / 64 pairs, DeepSeek-V3 16 / 32). Predicted (run 119: 128-pair
+  # tails -> 64 saved 3.3 / 2.9 %, a 64-pair tile costing ~0.65 of a
+  # 128-pair one, so the 64-pair tails are ~6 / ~5 % of the layer):
+  # balanced 8192 faster than random by 4-8 % on both; balanced 8704 and
+  # 9216 slower than 8192 scaled by the pairs by 5-10 %. If so, the next
+  # step for issue 5 is a 256 + 64-pair tile (one decode of the weights
+  # for both `wgmma`s), which needs 32 accumulator registers the n256
+  # kernels (252-255) do not have. Then issue 3 as PART=65.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
   PART=65
 fi
