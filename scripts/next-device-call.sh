@@ -234,10 +234,11 @@ elif [ "$PART" = 66 ]; then
   # tails -> 64 saved 3.3 / 2.9 %, a 64-pair tile costing ~0.65 of a
   # 128-pair one, so the 64-pair tails are ~6 / ~5 % of the layer):
   # balanced 8192 faster than random by 4-8 % on both; balanced 8704 and
-  # 9216 slower than 8192 scaled by the pairs by 5-10 %. If so, the next
-  # step for issue 5 is a 256 + 64-pair tile (one decode of the weights
-  # for both `wgmma`s), which needs 32 accumulator registers the n256
-  # kernels (252-255) do not have. Then issue 3 as PART=65.
+  # 9216 slower than 8192 scaled by the pairs by 5-10 %. (A 256 + 64-pair
+  # tile, one decode of the weights for both `wgmma`s, does not fit the
+  # n256 kernels' registers: a compile-only probe made ptxas serialize
+  # the `wgmma`s; docs/perf-notes.md, twenty-fourth session.) Then issue
+  # 3 as PART=65.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
   PART=65
 fi
