@@ -73,13 +73,13 @@
 # and exp/decode-cca1.ptx.xz built by cargo xtask exp-ptx decode-X X,
 # recompressed with xz -9). No device came for PART=65 in the
 # twenty-third session.
-# Twenty-fourth: no device came (seven calls found none, then the loans
-# paused). PART=66 = PART=65 plus the prefill tails: `bench prefill` now
+# Twenty-fourth: no device came (ten calls found none; loans paused for
+# half an hour). PART=66,65: the prefill tails, then PART=65. `bench prefill` now
 # also times each point on a balanced routing (every expert the same
 # count), so Qwen3 / DeepSeek-V3 at M = 8192 (no tails: 512 / 256 pairs
 # per expert), 8704 (every expert a 32 / 16-pair tail) and 9216 (64 / 32)
 # measure what the experts' partial and narrow tiles cost.
-# NEXT CALL: OUT=$OUT PART=66 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# NEXT CALL: OUT=$OUT PART=66,65 LIMIT=560 bash .gpu/run.sh (carry .gpu:
 # bundle of 8a38033 or later, the same two exp PTX files).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
@@ -237,12 +237,10 @@ elif [ "$PART" = 66 ]; then
   # 9216 slower than 8192 scaled by the pairs by 5-10 %. (A 256 + 64-pair
   # tile, one decode of the weights for both `wgmma`s, does not fit the
   # n256 kernels' registers: a compile-only probe made ptxas serialize
-  # the `wgmma`s; docs/perf-notes.md, twenty-fourth session.) Then issue
-  # 3 as PART=65.
+  # the `wgmma`s; docs/perf-notes.md, twenty-fourth session.) Called as
+  # PART=66,65: issue 3's PART=65 follows.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
-  PART=65
-fi
-if [ "$PART" = 65 ]; then
+elif [ "$PART" = 65 ]; then
   # Twenty-third session, issue 3: `cbulk` again on a bundle whose host
   # sets each kernel's dynamic shared memory limit less its static shared
   # memory (run 146: with the full limit the driver refused cbulk's
