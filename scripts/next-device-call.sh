@@ -81,6 +81,12 @@
 # measure what the experts' partial and narrow tiles cost.
 # NEXT CALL: OUT=$OUT PART=66,65 LIMIT=560 bash .gpu/run.sh (carry .gpu:
 # bundle of 8a38033 or later, the same two exp PTX files).
+# Twenty-fifth: PART=66,65 ran as run 147 (H100): balanced routing 3.9 %
+# (Qwen3) / 14.8 % (DeepSeek-V3) faster at M = 8192, the narrow tails
+# DRAM-bound; cbulk slower everywhere, cca1 mixed; neither landed.
+# PART=67: `nfirst` (odd blocks run their narrow tiles first).
+# NEXT CALL: OUT=$OUT PART=67 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# bundle of 06c82bf or later, exp/pf-nfirst.ptx.xz).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -240,6 +246,36 @@ elif [ "$PART" = 66 ]; then
   # the `wgmma`s; docs/perf-notes.md, twenty-fourth session.) Called as
   # PART=66,65: issue 3's PART=65 follows.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
+elif [ "$PART" = 67 ]; then
+  # Twenty-fifth session, issue 5: the narrow tiles' DRAM reads overlapped
+  # with other blocks' wide tiles. Run 147: a DeepSeek-V3 tail costs
+  # ~10.5 µs of layer per expert whatever its pairs (16 or 32), its
+  # 24.8 MB of weights at ~2.4 TB/s: the narrow tiles, which every block
+  # runs at the end of each mixed FC kernel, look DRAM-bound. `nfirst`
+  # (exp-ptx pf-nfirst nfirst): odd blocks run their narrow tiles first,
+  # so half the blocks stream narrow tiles while the others run
+  # compute-bound wide ones; the same tiles per block, bit for bit equal.
+  # Predicted: DeepSeek-V3 M = 8192 (random) -4 to -8 %, 8704 -6 to -10 %;
+  # Qwen3 8192 -1 to -3 %, 8704 -3 to -6 %; the balanced 8192 column (no
+  # tails) within 1 %.
+  xz -dc "$C/exp/pf-nfirst.ptx.xz" > /tmp/nfirst.ptx
+  N="env MOE4_PTX_FILE=/tmp/nfirst.ptx"
+  [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
+  OWN_JIT=1
+  run info-nfirst 90 $N /tmp/b1/moe4 info
+  run compare-nfirst 30 /tmp/b1/moe4 compare-ptx /tmp/nfirst.ptx
+  for r in 1 2; do
+    run pf-own-r$r 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+    run pf-nfirst-r$r 80 $N /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  done
+  run test-prefill-nfirst 120 $N /tmp/b1/test-prefill --test-threads=2
+  run test-limits-nfirst 60 $N /tmp/b1/test-limits --test-threads=2
+  run memcheck-nfirst 60 $N "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-nfirst 60 $N "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-nfirst-k64 90 $N "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_one_chunk_k
+  # On an H200 (issue 5's card; its prefill table is run 129's), the
+  # landed tables.
+  if on_h200; then landed_tables; fi
 elif [ "$PART" = 65 ]; then
   # Twenty-third session, issue 3: `cbulk` again on a bundle whose host
   # sets each kernel's dynamic shared memory limit less its static shared

@@ -687,6 +687,21 @@ macro_rules! w256_kernels {
     )*};
 }
 
+/// The mixed kernels' narrow tiles: this block's share of them, continuing
+/// its stride over the wide tiles (`bid, bid + gdim, ..` over the wide tiles,
+/// then over the narrow ones).
+#[inline(always)]
+unsafe fn narrow_part<const FC1: bool, const BF16: bool>(p: &FcParams) {
+    let zero = opaque(0);
+    let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
+    let wide_tiles = wide * blocks_per_group(p.rows) + zero;
+    let mut first = bid_here();
+    while first < wide_tiles {
+        first += gdim_here();
+    }
+    super::prefill_wg::narrow_tiles::<FC1, BF16>(p, wide, narrow, first - wide_tiles, zero);
+}
+
 macro_rules! w256_mixed_kernels {
     ($($name:ident: $fc1:literal, $bf16:literal, $tma:literal;)*) => {$(
         /// `wgmma` prefill GEMM instance `(FC1?, bf16?, TMA?)` for mixed
@@ -703,16 +718,30 @@ macro_rules! w256_mixed_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: FcParams) {
             griddep_wait();
             griddep_launch_dependents();
-            prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
-            sync();
-            let zero = opaque(0);
-            let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
-            let wide_tiles = wide * blocks_per_group(p.rows) + zero;
-            let mut first = bid_here();
-            while first < wide_tiles {
-                first += gdim_here();
+            // The wide tiles, then the narrow ones.
+            #[cfg(not(moe4_exp = "nfirst"))]
+            {
+                prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+                sync();
+                narrow_part::<$fc1, $bf16>(&p);
             }
-            super::prefill_wg::narrow_tiles::<$fc1, $bf16>(&p, wide, narrow, first - wide_tiles, zero);
+            // `nfirst` builds (an experiment): odd blocks run their narrow
+            // tiles first, so that the narrow tiles' weight reads (bound by
+            // DRAM bandwidth when every block runs them at once) overlap
+            // other blocks' wide tiles. (A two-phase loop with one call
+            // site of each made ptxas serialize the `wgmma`s and spill.)
+            #[cfg(moe4_exp = "nfirst")]
+            {
+                if bid_here() % 2 == 1 {
+                    narrow_part::<$fc1, $bf16>(&p);
+                    sync();
+                    prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+                } else {
+                    prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+                    sync();
+                    narrow_part::<$fc1, $bf16>(&p);
+                }
+            }
         }
     )*};
 }
