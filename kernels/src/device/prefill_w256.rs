@@ -728,16 +728,17 @@ macro_rules! w256_mixed_kernels {
             // `nfirst` builds (an experiment): odd blocks run their narrow
             // tiles first, so that the narrow tiles' weight reads (bound by
             // DRAM bandwidth when every block runs them at once) overlap
-            // other blocks' wide tiles. (A two-phase loop with one call
-            // site of each made ptxas serialize the `wgmma`s and spill.)
+            // other blocks' wide tiles. (One call site of the wide loop:
+            // with two, FC2 spilled a word; with one of each in a two-phase
+            // loop, ptxas serialized the `wgmma`s.)
             #[cfg(moe4_exp = "nfirst")]
             {
                 if bid_here() % 2 == 1 {
                     narrow_part::<$fc1, $bf16>(&p);
                     sync();
-                    prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
-                } else {
-                    prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+                }
+                prefill_w256::<$fc1, $bf16, $tma>(&p, ldg_u32_coherent(p.n_active + 4), bid_here(), opaque(0));
+                if bid_here() % 2 == 0 {
                     sync();
                     narrow_part::<$fc1, $bf16>(&p);
                 }
