@@ -267,8 +267,9 @@ elif [ "$PART" = 67 ]; then
   for r in 1 2; do
     run pf-own-r$r 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
     run pf-nfirst-r$r 80 $N /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+    # (After the first round: the tests before the second.)
+    [ $r = 1 ] && run test-prefill-nfirst 120 $N /tmp/b1/test-prefill --test-threads=2
   done
-  run test-prefill-nfirst 120 $N /tmp/b1/test-prefill --test-threads=2
   run test-limits-nfirst 60 $N /tmp/b1/test-limits --test-threads=2
   run memcheck-nfirst 60 $N "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
   run racecheck-nfirst 60 $N "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
