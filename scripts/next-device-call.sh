@@ -84,9 +84,12 @@
 # Twenty-fifth: PART=66,65 ran as run 147 (H100): balanced routing 3.9 %
 # (Qwen3) / 14.8 % (DeepSeek-V3) faster at M = 8192, the narrow tails
 # DRAM-bound; cbulk slower everywhere, cca1 mixed; neither landed.
-# PART=67: `nfirst` (odd blocks run their narrow tiles first).
-# NEXT CALL: OUT=$OUT PART=67 LIMIT=560 bash .gpu/run.sh (carry .gpu:
-# bundle of 06c82bf or later, exp/pf-nfirst.ptx.xz).
+# PART=67: `nfirst` (odd blocks run their narrow tiles first); run 148
+# ran its cut-down PART=68 (H100): bit-exact, no faster, not landed.
+# PART=69: Nsight Compute of DeepSeek-V3's mix256 FC1 / FC2 at M = 8704
+# (what the narrow tiles' k-loop waits on).
+# NEXT CALL: OUT=$OUT PART=69 LIMIT=560 bash .gpu/run.sh (carry .gpu:
+# bundle of 06c82bf or later; no exp PTX needed).
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -246,6 +249,30 @@ elif [ "$PART" = 66 ]; then
   # the `wgmma`s; docs/perf-notes.md, twenty-fourth session.) Called as
   # PART=66,65: issue 3's PART=65 follows.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
+elif [ "$PART" = 69 ]; then
+  # Twenty-fifth session, issue 5, after run 148 (`nfirst`: the narrow
+  # tiles are not slow for streaming their weights all at once): what the
+  # narrow tiles' k-loop waits on. Nsight Compute of one DeepSeek-V3 FC1
+  # launch at M = 8704 (random routing: most experts one 256-pair group and
+  # a 1-64-pair rest), per-instruction stalls (SourceCounters) and warp
+  # states; the SASS table as CSV, to split the samples between the wide
+  # loop and the narrow one (`cargo xtask sass moe_pfw1_bf16_mix256` here
+  # gives the loops' instruction ranges). Then the same for FC2.
+  SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters"
+  for fc in 1 2; do
+    run ncu-pfw$fc 200 "$NCU" --clock-control none -k "regex:moe_pfw${fc}_bf16_mix256$" -c 1 $SEC \
+      --import-source no -f -o /tmp/prof-pfw$fc /tmp/b1/moe4 bench prefill --shape DeepSeek-V3 --m 8704 --quick
+    run ncu-pfw$fc-details 60 "$NCU" -i /tmp/prof-pfw$fc.ncu-rep --page details --print-details all
+    run ncu-pfw$fc-sass 60 sh -c "'$NCU' -i /tmp/prof-pfw$fc.ncu-rep --page source --print-source sass --csv | gzip > '$OUT/ncu-pfw$fc-sass.csv.gz'"
+  done
+elif [ "$PART" = 68 ]; then
+  # PART=67 cut to what fits ~3 minutes (the session's last device time):
+  # one A/B round (each bench pays its build's JIT first), then compare-ptx.
+  xz -dc "$C/exp/pf-nfirst.ptx.xz" > /tmp/nfirst.ptx
+  N="env MOE4_PTX_FILE=/tmp/nfirst.ptx"
+  run pf-own-r1 95 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run pf-nfirst-r1 95 $N /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run compare-nfirst 20 /tmp/b1/moe4 compare-ptx /tmp/nfirst.ptx
 elif [ "$PART" = 67 ]; then
   # Twenty-fifth session, issue 5: the narrow tiles' DRAM reads overlapped
   # with other blocks' wide tiles. Run 147: a DeepSeek-V3 tail costs
