@@ -66,6 +66,18 @@ pub fn gdim_here() -> u32 {
     unsafe { asm!("mov.u32 {r}, %nctaid.x;", r = out(reg32) r, options(nostack)) };
     r
 }
+/// This block's first index at or past `n` in its grid stride `bid, bid +
+/// gdim, ..` (read with [`bid_here`] / [`gdim_here`]): where a persistent
+/// block's tiles continue after the first `n` (the mixed prefill kernels'
+/// narrow tiles after the wide ones).
+#[inline(always)]
+pub fn stride_first_from(n: u32) -> u32 {
+    let mut i = bid_here();
+    while i < n {
+        i += gdim_here();
+    }
+    i
+}
 /// `__syncthreads()`.
 #[inline(always)]
 pub fn sync() {

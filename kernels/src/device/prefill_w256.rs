@@ -695,11 +695,8 @@ unsafe fn narrow_part<const FC1: bool, const BF16: bool>(p: &FcParams) {
     let zero = opaque(0);
     let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
     let wide_tiles = wide * blocks_per_group(p.rows) + zero;
-    let mut first = bid_here();
-    while first < wide_tiles {
-        first += gdim_here();
-    }
-    super::prefill_wg::narrow_tiles::<FC1, BF16>(p, wide, narrow, first - wide_tiles, zero);
+    let first = stride_first_from(wide_tiles) - wide_tiles;
+    super::prefill_wg::narrow_tiles::<FC1, BF16>(p, wide, narrow, first, zero);
 }
 
 macro_rules! w256_mixed_kernels {

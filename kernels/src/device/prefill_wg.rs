@@ -561,12 +561,9 @@ unsafe fn prefill_mixed<const FC1: bool, const BF16: bool>(p: &FcParams) {
     let zero = opaque(0);
     let (wide, narrow) = (ldg_u32_coherent(p.n_active + 4), ldg_u32_coherent(p.n_active + 8));
     let wide_tiles = wide * blocks_per_group(p.rows) + zero;
-    let mut first = bid_here();
-    while first < wide_tiles {
-        first += gdim_here();
-    }
+    let first = stride_first_from(wide_tiles) - wide_tiles;
     const NT: usize = PFW_NARROW_COLS as usize / 8;
-    prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, wide, narrow, first - wide_tiles, zero);
+    prefill_wg::<FC1, BF16, NT, { NT / 4 }>(p, wide, narrow, first, zero);
 }
 
 /// The narrow tiles ([`crate::launch::PFW256_NARROW_COLS`] pairs) of the
