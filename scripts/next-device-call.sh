@@ -88,8 +88,18 @@
 # ran its cut-down PART=68 (H100): bit-exact, no faster, not landed.
 # PART=69: Nsight Compute of DeepSeek-V3's mix256 FC1 / FC2 at M = 8704
 # (what the narrow tiles' k-loop waits on).
-# NEXT CALL: OUT=$OUT PART=69 LIMIT=560 bash .gpu/run.sh (carry .gpu:
-# bundle of 06c82bf or later; no exp PTX needed).
+# Twenty-sixth session (no device lent): the narrow kernels (`moe_pfn*`)
+# built on branches `nark` (the `moe4_exp = "nark"` experiment) and
+# `nark-land` (by default, PTX rebuilt, `cargo xtask test` passing).
+# PART=70: the `nark` experiment against the bundle's own PTX (a bundle
+# of branch `nark`, exp PTX `pf-nark`). PART=71: the landed `nark-land`
+# bundle against main's PTX before it (`.gpu/exp/pf-old.ptx.xz`).
+# NEXT CALL (from branch nark-land; docs/perf-notes.md, twenty-sixth
+# session): cargo xtask gpu-bundle; git show main:host/ptx/sm_90a.ptx |
+# xz -9 > .gpu/exp/pf-old.ptx.xz; cp scripts/next-device-call.sh
+# .gpu/run.sh; then OUT=$OUT PART=71 LIMIT=560 bash .gpu/run.sh (carry
+# .gpu). PART=69 (Nsight Compute of the old mix256 kernels) is superseded
+# by PART=71's profile of the narrow kernel.
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -249,6 +259,59 @@ elif [ "$PART" = 66 ]; then
   # the `wgmma`s; docs/perf-notes.md, twenty-fourth session.) Called as
   # PART=66,65: issue 3's PART=65 follows.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
+elif [ "$PART" = 71 ]; then
+  # Twenty-sixth session: the narrow kernels landed (the bundle's own PTX),
+  # against the PTX before them (main's at 8b6835b, `.gpu/exp/pf-old.ptx.xz`,
+  # whose `_mix256` kernels run the narrow groups themselves): bit for bit
+  # (compare-ptx), then the tests and sanitizers, two A/B rounds, Nsight
+  # Compute of the narrow FC1. Predictions as PART=70's.
+  xz -dc "$C/exp/pf-old.ptx.xz" > /tmp/old.ptx
+  O="env MOE4_PTX_FILE=/tmp/old.ptx"
+  [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
+  OWN_JIT=1
+  # (compare-ptx puts the old PTX through the JIT first: cached for its bench.)
+  run compare-old 120 /tmp/b1/moe4 compare-ptx /tmp/old.ptx
+  run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
+  run pf-own-r1 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run pf-old-r1 60 $O /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run pf-own-r2 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run pf-old-r2 80 $O /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run smoke 60 /tmp/b1/moe4 smoke
+  if on_h200; then landed_tables; fi
+  SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters"
+  run ncu-pfn1 150 "$NCU" --clock-control none -k "regex:moe_pfn1_bf16$" -c 1 $SEC \
+    --import-source no -f -o /tmp/prof-pfn1 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3 --m 8704 --quick
+  run ncu-pfn1-details 60 "$NCU" -i /tmp/prof-pfn1.ncu-rep --page details --print-details all
+elif [ "$PART" = 70 ]; then
+  # Twenty-sixth session, issue 5: the narrow tiles as a kernel of their
+  # own (`cargo xtask exp-ptx pf-nark nark`; the bundle's host launches
+  # `moe_pfn*` after each `_mix256` kernel where the PTX has them).
+  # 256 rows x 64 pairs on 16 warps, each warp decoding 16 rows per chunk
+  # (one m64n64k16 per warpgroup and k-step, 32 accumulators) at 128
+  # registers, where the mixed kernels ran them on 8 warps of 32 rows.
+  # Predicted (perf-notes, twenty-fifth session): DeepSeek-V3 M = 8192
+  # (random) -5 to -7 %, 8704 -8 to -12 %; Qwen3 8192 -1 to -2 %, 8704
+  # -3 to -5 %; balanced 8192 (no tails) within 1 %. Bit for bit equal.
+  if [ -f "$C/exp/pf-nark.ptx.xz" ]; then xz -dc "$C/exp/pf-nark.ptx.xz"; else gunzip -c "$C/exp/pf-nark.ptx.gz"; fi > /tmp/nark.ptx
+  K="env MOE4_PTX_FILE=/tmp/nark.ptx"
+  [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
+  OWN_JIT=1
+  run info-nark 90 $K /tmp/b1/moe4 info
+  run compare-nark 40 /tmp/b1/moe4 compare-ptx /tmp/nark.ptx
+  for r in 1 2; do
+    run pf-own-r$r 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+    run pf-nark-r$r 80 $K /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+    [ $r = 1 ] && run test-prefill-nark 120 $K /tmp/b1/test-prefill --test-threads=2
+  done
+  run memcheck-prefill-nark 60 $K "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run racecheck-prefill-nark 60 $K "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters"
+  run ncu-pfn1 150 $K "$NCU" --clock-control none -k "regex:moe_pfn1_bf16$" -c 1 $SEC \
+    --import-source no -f -o /tmp/prof-pfn1 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3 --m 8704 --quick
+  run ncu-pfn1-details 60 "$NCU" -i /tmp/prof-pfn1.ncu-rep --page details --print-details all
 elif [ "$PART" = 69 ]; then
   # Twenty-fifth session, issue 5, after run 148 (`nfirst`: the narrow
   # tiles are not slow for streaming their weights all at once): what the
@@ -265,6 +328,9 @@ elif [ "$PART" = 69 ]; then
     run ncu-pfw$fc-details 60 "$NCU" -i /tmp/prof-pfw$fc.ncu-rep --page details --print-details all
     run ncu-pfw$fc-sass 60 sh -c "'$NCU' -i /tmp/prof-pfw$fc.ncu-rep --page source --print-source sass --csv | gzip > '$OUT/ncu-pfw$fc-sass.csv.gz'"
   done
+  # On an H200, the landed tables as well (issue 5's H200 figures are
+  # still runs 109 / 129).
+  if on_h200; then landed_tables; fi
 elif [ "$PART" = 68 ]; then
   # PART=67 cut to what fits ~3 minutes (the session's last device time):
   # one A/B round (each bench pays its build's JIT first), then compare-ptx.
