@@ -97,9 +97,11 @@
 # NEXT CALL (from branch nark-land; docs/perf-notes.md, twenty-sixth
 # session): cargo xtask gpu-bundle; git show main:host/ptx/sm_90a.ptx |
 # xz -9 > .gpu/exp/pf-old.ptx.xz; cp scripts/next-device-call.sh
-# .gpu/run.sh; then OUT=$OUT PART=71 LIMIT=560 bash .gpu/run.sh (carry
-# .gpu). PART=69 (Nsight Compute of the old mix256 kernels) is superseded
-# by PART=71's profile of the narrow kernel.
+# .gpu/run.sh; cargo xtask exp-ptx pf-nark8 nark8 (then xz -9 its .gz
+# into .gpu/exp/pf-nark8.ptx.xz); then OUT=$OUT PART=71 LIMIT=560 bash
+# .gpu/run.sh (carry .gpu), and PART=72 on the warm machine. PART=69
+# (Nsight Compute of the old mix256 kernels) is superseded by PART=72's
+# profile of the narrow kernel.
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -260,25 +262,47 @@ elif [ "$PART" = 66 ]; then
   # PART=66,65: issue 3's PART=65 follows.
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
 elif [ "$PART" = 71 ]; then
-  # Twenty-sixth session: the narrow kernels landed (the bundle's own PTX),
-  # against the PTX before them (main's at 8b6835b, `.gpu/exp/pf-old.ptx.xz`,
-  # whose `_mix256` kernels run the narrow groups themselves): bit for bit
-  # (compare-ptx), then the tests and sanitizers, two A/B rounds, Nsight
-  # Compute of the narrow FC1. Predictions as PART=70's.
+  # Twenty-sixth session: the narrow kernels landed (the bundle's own PTX,
+  # branch nark-land), against the PTX before them (main's at 8b6835b,
+  # `.gpu/exp/pf-old.ptx.xz`, whose `_mix256` kernels run the narrow
+  # groups themselves): bit for bit (compare-ptx), the prefill tests, an
+  # A/B round; then the `nark8` build (`cargo xtask exp-ptx pf-nark8
+  # nark8`: the narrow kernels on 8-warp blocks of 128 rows, two per SM,
+  # the `_w8` kernels the host prefers), compared bit for bit and timed;
+  # then the sanitizers. PART=72 follows (the second round, the tables,
+  # Nsight Compute). Predicted, own against old: DeepSeek-V3 M = 8192
+  # (random) -5 to -7 %, 8704 -8 to -12 %; Qwen3 8192 -1 to -2 %, 8704 -3
+  # to -5 %; bit for bit equal. nark8 against own: within +-3 % (the same
+  # warps per SM; its blocks do not wait on each other's barriers).
   xz -dc "$C/exp/pf-old.ptx.xz" > /tmp/old.ptx
   O="env MOE4_PTX_FILE=/tmp/old.ptx"
+  xz -dc "$C/exp/pf-nark8.ptx.xz" > /tmp/nark8.ptx
+  K="env MOE4_PTX_FILE=/tmp/nark8.ptx"
   [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
   OWN_JIT=1
-  # (compare-ptx puts the old PTX through the JIT first: cached for its bench.)
+  # (compare-ptx puts the other PTX through the JIT first: cached for its
+  # bench.)
   run compare-old 120 /tmp/b1/moe4 compare-ptx /tmp/old.ptx
   run test-prefill 120 /tmp/b1/test-prefill --test-threads=2
   run pf-own-r1 60 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
   run pf-old-r1 60 $O /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run compare-nark8 120 /tmp/b1/moe4 compare-ptx /tmp/nark8.ptx
+  run pf-nark8-r1 60 $K /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
   run memcheck-prefill 60 "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
   run racecheck-prefill 60 "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
+  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+elif [ "$PART" = 72 ]; then
+  # After PART=71 on the same bundle (the JIT cache warm if the machine
+  # is): the second A/B round, test-prefill on nark8, smoke, the H200
+  # tables if an H200 came, Nsight Compute of the narrow FC1.
+  O="env MOE4_PTX_FILE=/tmp/old.ptx"
+  K="env MOE4_PTX_FILE=/tmp/nark8.ptx"
+  [ -f /tmp/old.ptx ] || xz -dc "$C/exp/pf-old.ptx.xz" > /tmp/old.ptx
+  [ -f /tmp/nark8.ptx ] || xz -dc "$C/exp/pf-nark8.ptx.xz" > /tmp/nark8.ptx
   run pf-own-r2 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
   run pf-old-r2 80 $O /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
-  run test-limits 60 /tmp/b1/test-limits --test-threads=2
+  run pf-nark8-r2 80 $K /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
+  run test-prefill-nark8 120 $K /tmp/b1/test-prefill --test-threads=2
   run smoke 60 /tmp/b1/moe4 smoke
   if on_h200; then landed_tables; fi
   SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters"
