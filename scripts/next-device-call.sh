@@ -89,19 +89,20 @@
 # PART=69: Nsight Compute of DeepSeek-V3's mix256 FC1 / FC2 at M = 8704
 # (what the narrow tiles' k-loop waits on).
 # Twenty-sixth session (no device lent): the narrow kernels (`moe_pfn*`)
-# built on branches `nark` (the `moe4_exp = "nark"` experiment) and
-# `nark-land` (by default, PTX rebuilt, `cargo xtask test` passing).
-# PART=70: the `nark` experiment against the bundle's own PTX (a bundle
-# of branch `nark`, exp PTX `pf-nark`). PART=71: the landed `nark-land`
-# bundle against main's PTX before it (`.gpu/exp/pf-old.ptx.xz`).
-# NEXT CALL (from branch nark-land; docs/perf-notes.md, twenty-sixth
-# session): cargo xtask gpu-bundle; git show main:host/ptx/sm_90a.ptx |
-# xz -9 > .gpu/exp/pf-old.ptx.xz; cp scripts/next-device-call.sh
-# .gpu/run.sh; cargo xtask exp-ptx pf-nark8 nark8 (then xz -9 its .gz
-# into .gpu/exp/pf-nark8.ptx.xz); then OUT=$OUT PART=71 LIMIT=560 bash
-# .gpu/run.sh (carry .gpu), and PART=72 on the warm machine. PART=69
-# (Nsight Compute of the old mix256 kernels) is superseded by PART=72's
-# profile of the narrow kernel.
+# built, kept as docs/runs/2026-12-08-nark-land.patch (branches do not
+# outlive a session): the narrow kernels by default, PTX to rebuild
+# (`git apply` it, `cargo xtask build-ptx`; sha256 in perf-notes), and
+# the `nark8` experiment. PART=70: the older `nark`-only experiment (not
+# kept). PART=71 / 72: the patched bundle against main's PTX before it
+# (`.gpu/exp/pf-old.ptx.xz`) and `nark8`.
+# NEXT CALL (docs/perf-notes.md, twenty-sixth session): apply the patch,
+# cargo xtask build-ptx, commit on a branch; cargo xtask gpu-bundle;
+# git show main:host/ptx/sm_90a.ptx | xz -9 > .gpu/exp/pf-old.ptx.xz;
+# cargo xtask exp-ptx pf-nark8 nark8 (then xz -9 its .gz into
+# .gpu/exp/pf-nark8.ptx.xz); cp scripts/next-device-call.sh .gpu/run.sh;
+# then OUT=$OUT PART=71 LIMIT=560 bash .gpu/run.sh (carry .gpu), and
+# PART=72 on the warm machine. PART=69 (Nsight Compute of the old mix256
+# kernels) is superseded by PART=72's profile of the narrow kernel.
 # PART=3: the landed state (n256 and fdiv in the default PTX): tests,
 #         sanitizers, prefill and decode benches (run 89 on an H100).
 # PART=5: FC2 waiting per column group where the FC kernels route the
@@ -263,7 +264,7 @@ elif [ "$PART" = 66 ]; then
   run prefill-tails 150 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704,9216
 elif [ "$PART" = 71 ]; then
   # Twenty-sixth session: the narrow kernels landed (the bundle's own PTX,
-  # branch nark-land), against the PTX before them (main's at 8b6835b,
+  # docs/runs/2026-12-08-nark-land.patch applied), against the PTX before them (main's at 8b6835b,
   # `.gpu/exp/pf-old.ptx.xz`, whose `_mix256` kernels run the narrow
   # groups themselves): bit for bit (compare-ptx), the prefill tests, an
   # A/B round; then the `nark8` build (`cargo xtask exp-ptx pf-nark8
