@@ -96,7 +96,7 @@
 # kept). PART=71 / 72: the patched bundle against main's PTX before it
 # (`.gpu/exp/pf-old.ptx.xz`) and `nark8`.
 # NEXT CALL (docs/perf-notes.md, twenty-sixth session): bash
-# scripts/prepare-nark.sh (~30 min; it does what follows), or by hand: apply the patch,
+# scripts/prepare-nark.sh (16 min here; it does what follows), or by hand: apply the patch,
 # cargo xtask build-ptx, commit on a branch; cargo xtask gpu-bundle;
 # git show main:host/ptx/sm_90a.ptx | xz -9 > .gpu/exp/pf-old.ptx.xz;
 # cargo xtask exp-ptx pf-nark8 nark8 (then xz -9 its .gz into

@@ -4,7 +4,7 @@
 # on a branch `nark-land`, rebuilds the PTX (checked against the sha256 the
 # session recorded), commits it there, builds the GPU bundle, main's PTX
 # before the patch (`pf-old`) and the `nark8` experiment into .gpu/exp, and
-# copies the run script. ~30 minutes on two cores. Then, on the device
+# copies the run script. ~16 minutes on two cores (tested 2026-12-08). Then, on the device
 # (carry .gpu): OUT=$OUT PART=71 LIMIT=560 bash .gpu/run.sh, and PART=72.
 set -euo pipefail
 cd "$(dirname "$0")/.."
