@@ -92,9 +92,9 @@
 # built, kept as docs/runs/2026-12-08-nark-land.patch (branches do not
 # outlive a session): the narrow kernels by default, PTX to rebuild
 # (`git apply` it, `cargo xtask build-ptx`; sha256 in perf-notes), and
-# the `nark8` experiment. PART=70: the older `nark`-only experiment (not
-# kept). PART=71 / 72: the patched bundle against main's PTX before it
-# (`.gpu/exp/pf-old.ptx.xz`) and `nark8`.
+# the `nark8` experiment. PART=71 / 72: the patched bundle against
+# main's PTX before it (`.gpu/exp/pf-old.ptx.xz`) and `nark8`. (PART=70,
+# the first `nark`-only experiment, was removed: its build was not kept.)
 # NEXT CALL (docs/perf-notes.md, twenty-sixth session): bash
 # scripts/prepare-nark.sh (16 min here; it does what follows), or by hand: apply the patch,
 # cargo xtask build-ptx, commit on a branch; cargo xtask gpu-bundle;
@@ -167,6 +167,15 @@ exp_compare() {
   OWN_JIT=1
   run "info-$1" 90 $X /tmp/b1/moe4 info
   run "compare-$1" "$2" /tmp/b1/moe4 compare-ptx "/tmp/$1.ptx"
+}
+# The twenty-sixth session's two PTX files (PART=71, 72), from .gpu/exp:
+# main's before the narrow kernels (`O` runs a command on it) and the
+# `nark8` build (`K`).
+nark_ptx() {
+  xz -dc "$C/exp/pf-old.ptx.xz" > /tmp/old.ptx
+  xz -dc "$C/exp/pf-nark8.ptx.xz" > /tmp/nark8.ptx
+  O="env MOE4_PTX_FILE=/tmp/old.ptx"
+  K="env MOE4_PTX_FILE=/tmp/nark8.ptx"
 }
 # True on an H200 (issues 3 and 5 name its figures).
 on_h200() { nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; }
@@ -276,10 +285,7 @@ elif [ "$PART" = 71 ]; then
   # (random) -5 to -7 %, 8704 -8 to -12 %; Qwen3 8192 -1 to -2 %, 8704 -3
   # to -5 %; bit for bit equal. nark8 against own: within +-3 % (the same
   # warps per SM; its blocks do not wait on each other's barriers).
-  xz -dc "$C/exp/pf-old.ptx.xz" > /tmp/old.ptx
-  O="env MOE4_PTX_FILE=/tmp/old.ptx"
-  xz -dc "$C/exp/pf-nark8.ptx.xz" > /tmp/nark8.ptx
-  K="env MOE4_PTX_FILE=/tmp/nark8.ptx"
+  nark_ptx
   [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
   OWN_JIT=1
   # (compare-ptx puts the other PTX through the JIT first: cached for its
@@ -297,10 +303,7 @@ elif [ "$PART" = 72 ]; then
   # After PART=71 on the same bundle (the JIT cache warm if the machine
   # is): the second A/B round, test-prefill on nark8, smoke, the H200
   # tables if an H200 came, Nsight Compute of the narrow FC1.
-  O="env MOE4_PTX_FILE=/tmp/old.ptx"
-  K="env MOE4_PTX_FILE=/tmp/nark8.ptx"
-  [ -f /tmp/old.ptx ] || xz -dc "$C/exp/pf-old.ptx.xz" > /tmp/old.ptx
-  [ -f /tmp/nark8.ptx ] || xz -dc "$C/exp/pf-nark8.ptx.xz" > /tmp/nark8.ptx
+  nark_ptx
   run pf-own-r2 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
   run pf-old-r2 80 $O /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
   run pf-nark8-r2 80 $K /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
@@ -309,33 +312,6 @@ elif [ "$PART" = 72 ]; then
   if on_h200; then landed_tables; fi
   SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters"
   run ncu-pfn1 150 "$NCU" --clock-control none -k "regex:moe_pfn1_bf16$" -c 1 $SEC \
-    --import-source no -f -o /tmp/prof-pfn1 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3 --m 8704 --quick
-  run ncu-pfn1-details 60 "$NCU" -i /tmp/prof-pfn1.ncu-rep --page details --print-details all
-elif [ "$PART" = 70 ]; then
-  # Twenty-sixth session, issue 5: the narrow tiles as a kernel of their
-  # own (`cargo xtask exp-ptx pf-nark nark`; the bundle's host launches
-  # `moe_pfn*` after each `_mix256` kernel where the PTX has them).
-  # 256 rows x 64 pairs on 16 warps, each warp decoding 16 rows per chunk
-  # (one m64n64k16 per warpgroup and k-step, 32 accumulators) at 128
-  # registers, where the mixed kernels ran them on 8 warps of 32 rows.
-  # Predicted (perf-notes, twenty-fifth session): DeepSeek-V3 M = 8192
-  # (random) -5 to -7 %, 8704 -8 to -12 %; Qwen3 8192 -1 to -2 %, 8704
-  # -3 to -5 %; balanced 8192 (no tails) within 1 %. Bit for bit equal.
-  if [ -f "$C/exp/pf-nark.ptx.xz" ]; then xz -dc "$C/exp/pf-nark.ptx.xz"; else gunzip -c "$C/exp/pf-nark.ptx.gz"; fi > /tmp/nark.ptx
-  K="env MOE4_PTX_FILE=/tmp/nark.ptx"
-  [ -n "$OWN_JIT" ] || run info-own 90 /tmp/b1/moe4 info
-  OWN_JIT=1
-  run info-nark 90 $K /tmp/b1/moe4 info
-  run compare-nark 40 /tmp/b1/moe4 compare-ptx /tmp/nark.ptx
-  for r in 1 2; do
-    run pf-own-r$r 80 /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
-    run pf-nark-r$r 80 $K /tmp/b1/moe4 bench prefill --shape Qwen3-30B-A3B,DeepSeek-V3 --m 8192,8704
-    [ $r = 1 ] && run test-prefill-nark 120 $K /tmp/b1/test-prefill --test-threads=2
-  done
-  run memcheck-prefill-nark 60 $K "$SAN" --tool memcheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  run racecheck-prefill-nark 60 $K "$SAN" --tool racecheck --error-exitcode 1 /tmp/b1/test-prefill prefill_sanitizer_case
-  SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters"
-  run ncu-pfn1 150 $K "$NCU" --clock-control none -k "regex:moe_pfn1_bf16$" -c 1 $SEC \
     --import-source no -f -o /tmp/prof-pfn1 /tmp/b1/moe4 bench prefill --shape DeepSeek-V3 --m 8704 --quick
   run ncu-pfn1-details 60 "$NCU" -i /tmp/prof-pfn1.ncu-rep --page details --print-details all
 elif [ "$PART" = 69 ]; then
